@@ -1,0 +1,6 @@
+//! executa
+#![deny(missing_docs)]
+pub mod error;
+pub mod id;
+pub mod manifest;
+pub mod wire;

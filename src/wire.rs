@@ -1,0 +1,538 @@
+//! Line framing and envelope parsing shared by the plugin and host sides.
+//!
+//! One JSON-RPC 2.0 object per LF-terminated UTF-8 line. Input tolerates CRLF, a leading
+//! byte-order mark and blank lines. Frames are read into one reused buffer and parsed
+//! without building a `serde_json::Value` tree: `method` is borrowed, `params`, `result`
+//! and `error` stay raw JSON ([`RawValue`]). Output frames are always exactly one line.
+
+use std::borrow::Cow;
+use std::io::{self, BufRead, BufReader, Read};
+
+use serde::{Deserialize, Deserializer, Serialize};
+use serde_json::value::RawValue;
+
+use crate::error::{RpcError, codes};
+use crate::id::Id;
+
+/// Default cap on one frame: 16 MiB, the Agent's `MAX_READLINE_BYTES`, which must hold an
+/// inline `host/uploadFile` (base64 of 8 MiB is about 10.7 MiB).
+pub const DEFAULT_MAX_FRAME_BYTES: usize = 16 * 1024 * 1024;
+
+/// Read buffer size; also the capacity the line buffer shrinks back to after a big frame.
+const READ_CHUNK: usize = 64 * 1024;
+
+/// How much of an oversized frame is kept to look for its `id`.
+const HEAD_BYTES: usize = 4096;
+
+/// One frame as read from the stream.
+#[derive(Debug, PartialEq)]
+pub enum Frame<'a> {
+    /// A complete line (without its line ending, BOM or surrounding blank lines).
+    Line(&'a [u8]),
+    /// A line longer than the cap. It was drained to the next LF without being buffered
+    /// whole; `head` holds its first bytes, enough to look for an id.
+    Oversized {
+        /// The first bytes of the frame.
+        head: &'a [u8],
+        /// The frame's full length in bytes.
+        size: usize,
+    },
+}
+
+/// Reads LF-delimited frames into one reused buffer, with a size cap.
+pub struct FrameReader<R> {
+    inner: BufReader<R>,
+    line: Vec<u8>,
+    max: usize,
+}
+
+impl<R: Read> FrameReader<R> {
+    /// A reader with the given frame cap in bytes.
+    pub fn new(inner: R, max_frame_bytes: usize) -> Self {
+        FrameReader {
+            inner: BufReader::with_capacity(READ_CHUNK, inner),
+            line: Vec::with_capacity(READ_CHUNK),
+            max: max_frame_bytes,
+        }
+    }
+
+    /// Blocks until the next non-blank frame is read. Returns `Ok(None)` at end of input
+    /// (a final line without LF is still returned first) and `Err` on a read error.
+    pub fn next_frame(&mut self) -> io::Result<Option<Frame<'_>>> {
+        // Give back the memory of an earlier big frame.
+        if self.line.capacity() > 4 * READ_CHUNK {
+            self.line = Vec::with_capacity(READ_CHUNK);
+        }
+        loop {
+            self.line.clear();
+            let Some(size) = self.read_line()? else {
+                return Ok(None);
+            };
+            if size > self.max {
+                return Ok(Some(Frame::Oversized { head: &self.line, size }));
+            }
+            let (start, end) = trim_frame(&self.line);
+            if start < end {
+                return Ok(Some(Frame::Line(&self.line[start..end])));
+            }
+        }
+    }
+
+    /// Reads one raw line into `self.line` (keeping at most `max` bytes, then only the head).
+    /// Returns the line's full length, or `None` at end of input with nothing read.
+    fn read_line(&mut self) -> io::Result<Option<usize>> {
+        let mut size = 0usize;
+        let mut saw_any = false;
+        loop {
+            let chunk = match self.inner.fill_buf() {
+                Ok(chunk) => chunk,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e),
+            };
+            if chunk.is_empty() {
+                return Ok(saw_any.then_some(size));
+            }
+            saw_any = true;
+            let (take, done) = match chunk.iter().position(|&b| b == b'\n') {
+                Some(i) => (i, true),
+                None => (chunk.len(), false),
+            };
+            let was_over = size > self.max;
+            size += take;
+            if size <= self.max {
+                self.line.extend_from_slice(&chunk[..take]);
+            } else if !was_over {
+                // Crossed the cap: keep only the head and drain the rest.
+                let room = HEAD_BYTES.saturating_sub(self.line.len());
+                let keep = room.min(take);
+                self.line.extend_from_slice(&chunk[..keep]);
+                self.line.truncate(HEAD_BYTES);
+            }
+            self.inner.consume(take + usize::from(done));
+            if done {
+                return Ok(Some(size));
+            }
+        }
+    }
+}
+
+/// The bounds of a frame without BOM, CR and surrounding white space.
+fn trim_frame(line: &[u8]) -> (usize, usize) {
+    let mut start = 0;
+    if line.starts_with(b"\xEF\xBB\xBF") {
+        start = 3;
+    }
+    let mut end = line.len();
+    while start < end && line[start].is_ascii_whitespace() {
+        start += 1;
+    }
+    while end > start && line[end - 1].is_ascii_whitespace() {
+        end -= 1;
+    }
+    (start, end)
+}
+
+/// A parsed incoming frame, borrowing from the line buffer.
+#[derive(Debug)]
+pub enum Message<'a> {
+    /// A request (`id` present) or notification (`id` absent).
+    Request {
+        /// The id exactly as sent; `Some("null")` for an explicit `null`.
+        id: Option<&'a RawValue>,
+        /// The method name.
+        method: Cow<'a, str>,
+        /// The params, still raw.
+        params: Option<&'a RawValue>,
+    },
+    /// A response to one of our own requests.
+    Response {
+        /// The id exactly as sent.
+        id: &'a RawValue,
+        /// `Ok(result)` or `Err(error object)`, both still raw.
+        outcome: Result<&'a RawValue, &'a RawValue>,
+    },
+    /// Valid JSON that is not a valid envelope (-32600).
+    Invalid {
+        /// The id, when one could be read.
+        id: Option<&'a RawValue>,
+        /// What is wrong.
+        reason: String,
+    },
+    /// Not JSON at all (-32700).
+    Unparsable(String),
+}
+
+#[derive(Deserialize)]
+struct Envelope<'a> {
+    #[serde(default, borrow, deserialize_with = "present")]
+    id: Option<&'a RawValue>,
+    #[serde(default, borrow)]
+    method: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    params: Option<&'a RawValue>,
+    #[serde(default, borrow, deserialize_with = "present")]
+    result: Option<&'a RawValue>,
+    #[serde(default, borrow, deserialize_with = "present")]
+    error: Option<&'a RawValue>,
+    #[serde(default, borrow)]
+    jsonrpc: Option<Cow<'a, str>>,
+}
+
+/// Like `Option<&RawValue>`, but an explicit JSON `null` is `Some("null")`, not `None`.
+fn present<'de, D: Deserializer<'de>>(d: D) -> Result<Option<&'de RawValue>, D::Error> {
+    <&RawValue>::deserialize(d).map(Some)
+}
+
+#[derive(Deserialize)]
+struct IdOnly<'a> {
+    #[serde(default, borrow, deserialize_with = "present")]
+    id: Option<&'a RawValue>,
+}
+
+/// Classifies one frame. Never fails: bad input becomes [`Message::Invalid`] or
+/// [`Message::Unparsable`], to be answered with -32600 or -32700.
+pub fn parse(line: &[u8]) -> Message<'_> {
+    let env: Envelope<'_> = match serde_json::from_slice(line) {
+        Ok(env) => env,
+        Err(e) if e.is_data() => {
+            let id = serde_json::from_slice::<IdOnly<'_>>(line).ok().and_then(|x| x.id);
+            return Message::Invalid { id, reason: format!("invalid JSON-RPC envelope: {e}") };
+        }
+        Err(e) => return Message::Unparsable(format!("parse error: {e}")),
+    };
+    if let Some(v) = env.jsonrpc.as_deref()
+        && v != "2.0"
+    {
+        let reason = format!("unsupported jsonrpc version {v:?}, expected \"2.0\"");
+        return Message::Invalid { id: env.id, reason };
+    }
+    if let Some(method) = env.method {
+        if let Some(p) = env.params
+            && !matches!(first_byte(p), b'{' | b'[' | b'n')
+        {
+            let reason = "params must be an object or an array".to_owned();
+            return Message::Invalid { id: env.id, reason };
+        }
+        return Message::Request { id: env.id, method, params: env.params };
+    }
+    match (env.id, env.result, env.error) {
+        (Some(id), Some(result), None) => Message::Response { id, outcome: Ok(result) },
+        (Some(id), None, Some(error)) => Message::Response { id, outcome: Err(error) },
+        (id, _, _) => Message::Invalid {
+            id,
+            reason: "a frame needs a method, or an id with exactly one of result and error"
+                .to_owned(),
+        },
+    }
+}
+
+fn first_byte(raw: &RawValue) -> u8 {
+    raw.get().as_bytes().first().copied().unwrap_or(b' ')
+}
+
+/// Parses an error object sent by a peer; a malformed one becomes a -32603 error that says so.
+pub fn parse_error_object(raw: &RawValue) -> RpcError {
+    serde_json::from_str(raw.get()).unwrap_or_else(|e| {
+        RpcError::new(codes::INTERNAL_ERROR, format!("malformed error object from peer: {e}"))
+    })
+}
+
+/// What the first bytes of an oversized frame reveal.
+#[derive(Debug, Default, PartialEq)]
+pub struct Head {
+    /// The top-level `id`, when it appears in the head.
+    pub id: Option<Id>,
+    /// Whether a top-level `method` key appears in the head (a request, not a response).
+    pub has_method: bool,
+}
+
+/// Scans the head of a truncated frame for its top-level `id` and `method` keys.
+pub fn scan_head(head: &[u8]) -> Head {
+    let mut out = Head::default();
+    let mut s = Scanner { b: head, i: 0 };
+    s.ws();
+    if !s.eat(b'{') {
+        return out;
+    }
+    loop {
+        s.ws();
+        let Some(key) = s.string() else { return out };
+        s.ws();
+        if !s.eat(b':') {
+            return out;
+        }
+        s.ws();
+        let start = s.i;
+        if !s.value() {
+            return out;
+        }
+        match key {
+            b"id" => {
+                let text = String::from_utf8_lossy(&head[start..s.i]).into_owned();
+                out.id = RawValue::from_string(text).ok().map(|r| Id::from_raw(&r));
+            }
+            b"method" => out.has_method = true,
+            _ => {}
+        }
+        s.ws();
+        if !s.eat(b',') {
+            return out;
+        }
+    }
+}
+
+/// A minimal JSON skipper over a byte slice that may end mid-value.
+struct Scanner<'a> {
+    b: &'a [u8],
+    i: usize,
+}
+
+impl<'a> Scanner<'a> {
+    fn ws(&mut self) {
+        while self.i < self.b.len() && self.b[self.i].is_ascii_whitespace() {
+            self.i += 1;
+        }
+    }
+
+    fn eat(&mut self, c: u8) -> bool {
+        let hit = self.b.get(self.i) == Some(&c);
+        self.i += usize::from(hit);
+        hit
+    }
+
+    /// Skips a string, returning its raw contents; `None` if truncated or not a string.
+    fn string(&mut self) -> Option<&'a [u8]> {
+        if !self.eat(b'"') {
+            return None;
+        }
+        let start = self.i;
+        while self.i < self.b.len() {
+            match self.b[self.i] {
+                b'\\' => self.i += 2,
+                b'"' => {
+                    self.i += 1;
+                    return Some(&self.b[start..self.i - 1]);
+                }
+                _ => self.i += 1,
+            }
+        }
+        None
+    }
+
+    /// Skips one complete value; `false` if it is truncated.
+    fn value(&mut self) -> bool {
+        match self.b.get(self.i) {
+            None => false,
+            Some(b'"') => self.string().is_some(),
+            Some(b'{' | b'[') => {
+                let mut depth = 0usize;
+                while self.i < self.b.len() {
+                    match self.b[self.i] {
+                        b'"' => {
+                            if self.string().is_none() {
+                                return false;
+                            }
+                            continue;
+                        }
+                        b'{' | b'[' => depth += 1,
+                        b'}' | b']' => {
+                            depth -= 1;
+                            if depth == 0 {
+                                self.i += 1;
+                                return true;
+                            }
+                        }
+                        _ => {}
+                    }
+                    self.i += 1;
+                }
+                false
+            }
+            Some(_) => {
+                let start = self.i;
+                while self.i < self.b.len() && !matches!(self.b[self.i], b',' | b'}' | b']')
+                    && !self.b[self.i].is_ascii_whitespace()
+                {
+                    self.i += 1;
+                }
+                // A scalar running into the end of the head may be truncated.
+                self.i > start && self.i < self.b.len()
+            }
+        }
+    }
+}
+
+/// Appends `{"jsonrpc":"2.0","id":<id>,"result":<result>}\n`.
+pub fn write_response(out: &mut Vec<u8>, id: &RawValue, result: &RawValue) {
+    out.extend_from_slice(b"{\"jsonrpc\":\"2.0\",\"id\":");
+    out.extend_from_slice(id.get().as_bytes());
+    out.extend_from_slice(b",\"result\":");
+    push_one_line(out, result.get().as_bytes());
+    out.extend_from_slice(b"}\n");
+}
+
+/// Appends `{"jsonrpc":"2.0","id":<id>,"error":{...}}\n`.
+pub fn write_error(out: &mut Vec<u8>, id: &RawValue, error: &RpcError) {
+    out.extend_from_slice(b"{\"jsonrpc\":\"2.0\",\"id\":");
+    out.extend_from_slice(id.get().as_bytes());
+    out.extend_from_slice(b",\"error\":");
+    serialize_into(out, error);
+    out.extend_from_slice(b"}\n");
+}
+
+/// Appends a request (with `id`) or a notification (`id` = `None`).
+pub fn write_request<P: Serialize + ?Sized>(
+    out: &mut Vec<u8>,
+    id: Option<&RawValue>,
+    method: &str,
+    params: &P,
+) {
+    out.extend_from_slice(b"{\"jsonrpc\":\"2.0\",");
+    if let Some(id) = id {
+        out.extend_from_slice(b"\"id\":");
+        out.extend_from_slice(id.get().as_bytes());
+        out.push(b',');
+    }
+    out.extend_from_slice(b"\"method\":");
+    serialize_into(out, method);
+    out.extend_from_slice(b",\"params\":");
+    serialize_into(out, params);
+    out.extend_from_slice(b"}\n");
+}
+
+/// Serializes compactly (never a raw newline). A value that fails to serialize, which
+/// only a broken `Serialize` impl can cause, is written as `null` and logged.
+pub fn serialize_into<T: Serialize + ?Sized>(out: &mut Vec<u8>, value: &T) {
+    let mark = out.len();
+    if let Err(e) = serde_json::to_writer(&mut *out, value) {
+        log::error!("executa: value failed to serialize, sent as null: {e}");
+        out.truncate(mark);
+        out.extend_from_slice(b"null");
+    }
+}
+
+/// Appends raw JSON text, replacing any CR/LF (legal only as white space between tokens,
+/// since JSON strings cannot hold them raw) so the frame stays one line.
+pub fn push_one_line(out: &mut Vec<u8>, json: &[u8]) {
+    let start = out.len();
+    out.extend_from_slice(json);
+    for b in &mut out[start..] {
+        if *b == b'\n' || *b == b'\r' {
+            *b = b' ';
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn frames(input: &[u8], max: usize) -> Vec<String> {
+        let mut r = FrameReader::new(input, max);
+        let mut out = Vec::new();
+        while let Some(f) = r.next_frame().unwrap() {
+            out.push(match f {
+                Frame::Line(l) => String::from_utf8(l.to_vec()).unwrap(),
+                Frame::Oversized { head, size } => {
+                    format!("OVERSIZED {size} {}", String::from_utf8_lossy(head))
+                }
+            });
+        }
+        out
+    }
+
+    #[test]
+    fn tolerates_crlf_bom_blank_lines_and_missing_final_lf() {
+        let input = b"\xEF\xBB\xBF{\"a\":1}\r\n\r\n\n  \n{\"b\":2}\n{\"c\":3}";
+        assert_eq!(frames(input, 1024), vec!["{\"a\":1}", "{\"b\":2}", "{\"c\":3}"]);
+    }
+
+    #[test]
+    fn oversized_line_is_drained_and_the_next_line_survives() {
+        let mut input = b"{\"id\":7,\"method\":\"x\",\"params\":\"".to_vec();
+        input.extend(std::iter::repeat_n(b'a', 10_000));
+        input.extend_from_slice(b"\"}\n{\"ok\":true}\n");
+        let got = frames(&input, 100);
+        assert_eq!(got.len(), 2);
+        assert!(got[0].starts_with("OVERSIZED 10033 {\"id\":7,"), "{}", &got[0][..40]);
+        assert_eq!(got[1], "{\"ok\":true}");
+    }
+
+    #[test]
+    fn exact_cap_is_accepted() {
+        let line = format!("{{\"k\":\"{}\"}}", "z".repeat(92));
+        assert_eq!(line.len(), 100);
+        assert_eq!(frames(format!("{line}\n").as_bytes(), 100), vec![line]);
+    }
+
+    #[test]
+    fn ids_are_kept_verbatim() {
+        for id in ["0", "-5", "18446744073709551615", "1.5", "\"7\"", "null", "\"a\\\"b\""] {
+            let line = format!("{{\"jsonrpc\":\"2.0\",\"id\":{id},\"method\":\"m\"}}");
+            match parse(line.as_bytes()) {
+                Message::Request { id: Some(got), .. } => assert_eq!(got.get(), id),
+                other => panic!("{id}: {other:?}"),
+            }
+        }
+        match parse(br#"{"jsonrpc":"2.0","method":"note"}"#) {
+            Message::Request { id: None, .. } => {}
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn classifies_responses_and_bad_envelopes() {
+        assert!(matches!(
+            parse(br#"{"jsonrpc":"2.0","id":"x-1","result":null}"#),
+            Message::Response { outcome: Ok(r), .. } if r.get() == "null"
+        ));
+        assert!(matches!(
+            parse(br#"{"id":3,"error":{"code":-1,"message":"m"}}"#),
+            Message::Response { outcome: Err(_), .. }
+        ));
+        assert!(matches!(parse(b"{not json"), Message::Unparsable(_)));
+        assert!(matches!(parse(b"[1,2]"), Message::Invalid { id: None, .. }));
+        assert!(matches!(
+            parse(br#"{"id":4,"method":5}"#),
+            Message::Invalid { id: Some(id), .. } if id.get() == "4"
+        ));
+        assert!(matches!(parse(br#"{"id":4,"method":"m","params":3}"#), Message::Invalid { .. }));
+        assert!(matches!(parse(br#"{"id":4}"#), Message::Invalid { .. }));
+        assert!(matches!(parse(br#"{"jsonrpc":"1.0","id":1,"method":"m"}"#), Message::Invalid { .. }));
+    }
+
+    #[test]
+    fn method_with_escapes_is_decoded() {
+        match parse(br#"{"id":1,"method":"inv\u006fke"}"#) {
+            Message::Request { method, .. } => assert_eq!(method, "invoke"),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn head_scan_finds_top_level_id_only() {
+        let h = scan_head(br#"{"jsonrpc":"2.0","params":{"id":99,"x":[1,{"id":5}]},"id":"abc","method":"inv"#);
+        assert_eq!(h.id.unwrap().as_str(), "\"abc\"");
+        assert!(!h.has_method, "a truncated method value is not trusted");
+        let h = scan_head(br#"{"method":"invoke","id":12,"params":{"text":"aaaa"#);
+        assert_eq!(h.id.unwrap().as_str(), "12");
+        assert!(h.has_method);
+        assert_eq!(scan_head(br#"{"params":"aaaa"#), Head::default());
+        assert_eq!(scan_head(br#"{"id":12"#).id, None, "a truncated number is not trusted");
+    }
+
+    #[test]
+    fn output_frames_are_single_lines() {
+        let mut out = Vec::new();
+        let id = RawValue::from_string("0".into()).unwrap();
+        let res = RawValue::from_string("{\n\"a\" :\r\n1}".into()).unwrap();
+        write_response(&mut out, &id, &res);
+        assert_eq!(out, b"{\"jsonrpc\":\"2.0\",\"id\":0,\"result\":{ \"a\" :  1}}\n");
+        out.clear();
+        write_error(&mut out, &id, &RpcError::new(-32601, "no\nway"));
+        assert_eq!(out.iter().filter(|&&b| b == b'\n').count(), 1);
+        out.clear();
+        write_request(&mut out, None, "executa/progress", &serde_json::json!({"k": 1}));
+        assert_eq!(out, b"{\"jsonrpc\":\"2.0\",\"method\":\"executa/progress\",\"params\":{\"k\":1}}\n");
+    }
+}
