@@ -1,7 +1,39 @@
-//! executa
+//! placeholder
 #![deny(missing_docs)]
+
+mod context;
+mod dispatch;
 pub mod error;
+mod events;
+mod health;
 pub mod host;
 pub mod id;
+mod logger;
 pub mod manifest;
+mod options;
+mod pending;
+mod plugin;
+mod pool;
+mod reader;
+mod reverse;
+mod runtime;
+mod secret;
+mod session;
+mod sys;
+mod tool;
 pub mod wire;
+mod writer;
+
+pub use context::Invocation;
+pub use error::{Error, Result, RpcError};
+pub use health::{Health, HealthStatus};
+pub use id::Id;
+pub use logger::{LOG_ENV, init_logger};
+pub use manifest::{CredentialSpec, Manifest, Param, ParamType, ToolSpec};
+pub use options::Options;
+pub use plugin::Plugin;
+pub use reverse::InvokeHandle;
+pub use runtime::{StopReason, Stopped};
+pub use secret::Secret;
+pub use session::{Negotiated, ProtocolVersion};
+pub use tool::{Tool, ToolError};

@@ -1,0 +1,162 @@
+//! The per-invoke context a handler receives: credentials, tokens, invoke id, deadline, and
+//! the way back to the host.
+
+use std::fmt;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use serde_json::value::RawValue;
+use serde_json::{Map, Value};
+
+use crate::reverse::{InvokeHandle, InvokeLink};
+use crate::secret::Secret;
+
+/// One running `invoke`, as its handler sees it.
+///
+/// Credentials and tokens live only here: `Debug` shows their names, never their values,
+/// and they are zeroed and dropped when the invoke ends. Reverse calls to the host
+/// ([`Invocation::call`], [`Invocation::sampling`], [`Invocation::storage`], ...) are stamped
+/// with this invoke's id automatically.
+pub struct Invocation {
+    tool: String,
+    credentials: Vec<(String, Secret)>,
+    tokens: Vec<(String, Secret)>,
+    plugin_name: Option<String>,
+    handle: InvokeHandle,
+}
+
+impl Invocation {
+    pub(crate) fn new(
+        tool: String,
+        context: Option<&RawValue>,
+        legacy: LegacyFields,
+        link: impl FnOnce(Option<String>, Option<SystemTime>) -> Arc<InvokeLink>,
+    ) -> Invocation {
+        let mut map: Map<String, Value> = context
+            .and_then(|raw| serde_json::from_str(raw.get()).ok())
+            .unwrap_or_default();
+        let invoke_id = map.remove("invoke_id").and_then(text).or(legacy.invoke_id.and_then(text));
+        let deadline = map.get("deadline_ms").and_then(Value::as_f64).and_then(epoch_ms);
+        let plugin_name = map.remove("plugin_name").and_then(text);
+        let credentials = match map.remove("credentials") {
+            Some(Value::Object(creds)) => secrets(creds),
+            _ => Vec::new(),
+        };
+        let mut tokens: Vec<(String, Secret)> = secrets(
+            map.into_iter().filter(|(k, v)| k.ends_with("_token") && v.is_string()).collect(),
+        );
+        for (name, value) in legacy.tokens {
+            if !tokens.iter().any(|(n, _)| n == name) {
+                tokens.push((name.to_owned(), Secret::new(value)));
+            }
+        }
+        let handle = InvokeHandle::from_link(link(invoke_id, deadline));
+        Invocation { tool, credentials, tokens, plugin_name, handle }
+    }
+
+    /// The tool being invoked.
+    pub fn tool(&self) -> &str {
+        &self.tool
+    }
+
+    /// `context.invoke_id` (or the older top-level `invoke_id`), when the host sent one.
+    pub fn invoke_id(&self) -> Option<&str> {
+        self.handle.invoke_id()
+    }
+
+    /// The absolute deadline from `context.deadline_ms`, when the host sent one.
+    pub fn deadline(&self) -> Option<SystemTime> {
+        self.handle.deadline()
+    }
+
+    /// Time left before the deadline (zero once it passed); `None` without a deadline.
+    pub fn remaining(&self) -> Option<Duration> {
+        self.handle.remaining()
+    }
+
+    /// A credential's value by name (e.g. `"OPENAI_API_KEY"`). Never log it.
+    pub fn credential(&self, name: &str) -> Option<&str> {
+        find(&self.credentials, name)
+    }
+
+    /// The names of the credentials present in this invoke.
+    pub fn credential_names(&self) -> impl Iterator<Item = &str> {
+        self.credentials.iter().map(|(n, _)| n.as_str())
+    }
+
+    /// A per-invoke token by its context key (e.g. `"storage_token"`). Plugins rarely need
+    /// one: the host attaches tokens to reverse calls itself, and this crate never sends
+    /// them back.
+    pub fn token(&self, name: &str) -> Option<&str> {
+        find(&self.tokens, name)
+    }
+
+    /// `context.plugin_name`, when sent.
+    pub fn plugin_name(&self) -> Option<&str> {
+        self.plugin_name.as_deref()
+    }
+
+    /// A cheap, cloneable, `'static` handle for reverse calls and progress from other
+    /// threads. It carries no secrets, and fails with [`crate::Error::InvokeEnded`] once
+    /// this invoke has ended.
+    pub fn handle(&self) -> InvokeHandle {
+        self.handle.clone()
+    }
+
+    /// The handle this invocation's reverse calls go through.
+    pub fn host(&self) -> &InvokeHandle {
+        &self.handle
+    }
+}
+
+impl Drop for Invocation {
+    fn drop(&mut self) {
+        self.handle.link().ended.store(true, Ordering::Release);
+    }
+}
+
+impl fmt::Debug for Invocation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Invocation")
+            .field("tool", &self.tool)
+            .field("invoke_id", &self.invoke_id())
+            .field("deadline", &self.deadline())
+            .field("credentials", &self.credential_names().collect::<Vec<_>>())
+            .field("tokens", &self.tokens.iter().map(|(n, _)| n.as_str()).collect::<Vec<_>>())
+            .finish()
+    }
+}
+
+/// Fields older hosts put at the top level of `invoke` params.
+#[derive(Default)]
+pub(crate) struct LegacyFields {
+    pub invoke_id: Option<Value>,
+    pub tokens: Vec<(&'static str, String)>,
+}
+
+fn find<'a>(list: &'a [(String, Secret)], name: &str) -> Option<&'a str> {
+    list.iter().find(|(n, _)| n == name).map(|(_, s)| s.expose())
+}
+
+fn secrets(map: Map<String, Value>) -> Vec<(String, Secret)> {
+    map.into_iter()
+        .filter_map(|(k, v)| match v {
+            Value::String(s) => Some((k, Secret::new(s))),
+            Value::Null => None,
+            other => Some((k, Secret::new(other.to_string()))),
+        })
+        .collect()
+}
+
+fn text(v: Value) -> Option<String> {
+    match v {
+        Value::String(s) if !s.is_empty() => Some(s),
+        Value::Number(n) => Some(n.to_string()),
+        _ => None,
+    }
+}
+
+fn epoch_ms(ms: f64) -> Option<SystemTime> {
+    (ms.is_finite() && ms > 0.0).then(|| UNIX_EPOCH + Duration::from_secs_f64(ms / 1000.0))
+}

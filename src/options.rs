@@ -1,0 +1,42 @@
+//! Runtime limits and switches.
+
+use std::time::Duration;
+
+use crate::wire::DEFAULT_MAX_FRAME_BYTES;
+
+/// Limits and switches of the plugin runtime. `Options::default()` matches the platform.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// Invokes that run at once; more are queued (bounded) until one finishes. Default 4.
+    pub max_concurrent_invokes: usize,
+    /// Longest accepted input line; a longer one is drained and answered with -32600.
+    /// Default 16 MiB.
+    pub max_frame_bytes: usize,
+    /// Largest `invoke` response frame; a larger result becomes `success:false` with both
+    /// sizes. Default 4 MiB, the platform's NATS payload cap.
+    pub max_result_bytes: usize,
+    /// How long in-flight invokes may finish after stdin closes or SIGTERM. Default 4 s,
+    /// inside the Agent's 5 s window.
+    pub grace: Duration,
+    /// Redirect fd 1 to stderr (and fd 0 to `/dev/null`) while serving, so nothing but
+    /// frames reaches the host. Default on; `EXECUTA_STDOUT_GUARD=0` also turns it off.
+    pub stdout_guard: bool,
+    /// Handle SIGTERM and SIGINT as an orderly shutdown. Default on.
+    pub handle_signals: bool,
+    /// How long an extra worker thread waits for more work before it exits. Default 50 ms.
+    pub worker_linger: Duration,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            max_concurrent_invokes: 4,
+            max_frame_bytes: DEFAULT_MAX_FRAME_BYTES,
+            max_result_bytes: 4 * 1024 * 1024,
+            grace: Duration::from_secs(4),
+            stdout_guard: true,
+            handle_signals: true,
+            worker_linger: Duration::from_millis(50),
+        }
+    }
+}

@@ -1,0 +1,150 @@
+//! The table of our own outstanding requests, settled by the reader thread.
+//!
+//! Every call is registered before its frame is written. The reader removes the entry and
+//! hands the answer straight to the waiting thread through a one-slot channel, never
+//! through a request queue or a worker limit, so a handler that waits on its peer can
+//! never deadlock the process. Removal happens under the lock, so each id completes
+//! exactly once; an answer to an unknown or already-settled id is logged and dropped.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use crossbeam_channel::{Receiver, Sender, bounded};
+use serde_json::value::RawValue;
+
+use crate::error::RpcError;
+
+/// What a peer answered: the raw result, or its error object.
+pub(crate) type Answer = Result<Box<RawValue>, RpcError>;
+
+/// Outstanding calls keyed by our numeric id, sent on the wire as a string with `prefix`
+/// so our ids can never be confused with the peer's numeric ones.
+pub(crate) struct Pending {
+    prefix: &'static str,
+    next: AtomicU64,
+    table: Mutex<Table>,
+}
+
+struct Table {
+    open: Option<String>,
+    waiting: HashMap<u64, Sender<Answer>>,
+}
+
+/// A registered call: its wire id and the receiver its answer arrives on. The receiver
+/// reports `Disconnected` when the peer goes away.
+pub(crate) struct Ticket {
+    pub number: u64,
+    pub wire_id: Box<RawValue>,
+    pub answer: Receiver<Answer>,
+}
+
+impl Pending {
+    /// An empty table. `prefix` must be plain ASCII without quotes.
+    pub fn new(prefix: &'static str) -> Self {
+        Pending {
+            prefix,
+            next: AtomicU64::new(1),
+            table: Mutex::new(Table { open: None, waiting: HashMap::new() }),
+        }
+    }
+
+    /// Registers a new call. Fails with the reason when the peer is already gone.
+    pub fn register(&self) -> Result<Ticket, String> {
+        let number = self.next.fetch_add(1, Ordering::Relaxed);
+        let text = format!("\"{}{number}\"", self.prefix);
+        let wire_id = RawValue::from_string(text).map_err(|e| e.to_string())?;
+        let (tx, rx) = bounded(1);
+        let mut table = self.lock();
+        if let Some(why) = &table.open {
+            return Err(why.clone());
+        }
+        table.waiting.insert(number, tx);
+        Ok(Ticket { number, wire_id, answer: rx })
+    }
+
+    /// Forgets a call whose waiter gave up (timeout); a late answer is then dropped.
+    pub fn forget(&self, number: u64) {
+        self.lock().waiting.remove(&number);
+    }
+
+    /// Delivers an answer. Returns `false` (after logging) when the id is not ours or was
+    /// already settled. Never blocks.
+    pub fn settle(&self, id: &RawValue, answer: Answer) -> bool {
+        let Some(number) = self.parse_id(id) else {
+            log::warn!("executa: dropped an answer with unknown id {}", id.get());
+            return false;
+        };
+        let Some(tx) = self.lock().waiting.remove(&number) else {
+            log::warn!("executa: dropped an answer for id {} (timed out or already settled)", id.get());
+            return false;
+        };
+        // One slot, one sender, one send: this cannot be full. A gone waiter is fine.
+        let _ = tx.try_send(answer);
+        true
+    }
+
+    /// Whether `id` names a call that is still waiting.
+    pub fn is_waiting(&self, id: &RawValue) -> bool {
+        self.parse_id(id).is_some_and(|n| self.lock().waiting.contains_key(&n))
+    }
+
+    /// Fails every waiting call at once and refuses new ones, with `why`.
+    pub fn close(&self, why: &str) {
+        let mut table = self.lock();
+        table.open = Some(why.to_owned());
+        // Dropping the senders wakes every waiter with `Disconnected`.
+        table.waiting.clear();
+    }
+
+    /// The reason given to `close`, if the table is closed.
+    pub fn closed_reason(&self) -> Option<String> {
+        self.lock().open.clone()
+    }
+
+    /// How many calls are waiting.
+    pub fn len(&self) -> usize {
+        self.lock().waiting.len()
+    }
+
+    fn parse_id(&self, id: &RawValue) -> Option<u64> {
+        let s = id.get().strip_prefix('"')?.strip_suffix('"')?;
+        s.strip_prefix(self.prefix)?.parse().ok()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Table> {
+        // A panic while holding this lock cannot leave the table inconsistent (every
+        // critical section is a single map operation), so poisoning is ignored.
+        self.table.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn raw(s: &str) -> Box<RawValue> {
+        RawValue::from_string(s.to_owned()).unwrap()
+    }
+
+    #[test]
+    fn each_id_settles_exactly_once() {
+        let p = Pending::new("ex-");
+        let t = p.register().unwrap();
+        assert_eq!(t.wire_id.get(), format!("\"ex-{}\"", t.number));
+        assert!(p.settle(&t.wire_id, Ok(raw("1"))));
+        assert!(!p.settle(&t.wire_id, Ok(raw("2"))), "second answer must be dropped");
+        assert_eq!(t.answer.recv().unwrap().unwrap().get(), "1");
+        assert!(!p.settle(&raw("7"), Ok(raw("1"))), "numeric ids are never ours");
+        assert!(!p.settle(&raw("\"ex-999\""), Ok(raw("1"))));
+    }
+
+    #[test]
+    fn close_wakes_waiters_and_refuses_new_calls() {
+        let p = Pending::new("ex-");
+        let t = p.register().unwrap();
+        p.close("host closed stdin");
+        assert!(t.answer.recv().is_err());
+        assert_eq!(p.register().err().unwrap(), "host closed stdin");
+    }
+}

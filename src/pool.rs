@@ -1,0 +1,203 @@
+//! Thread and invoke accounting for the dispatch side.
+//!
+//! All request-handling threads take jobs from one MPMC queue. The permanent
+//! `executa-dispatch` thread always exists; when a job is queued and no thread is idle, one
+//! extra `executa-worker` is started (up to `max_concurrent_invokes + 1`, so one thread is
+//! always left for `describe`/`health` while the invoke limit is in use), and it exits after
+//! `worker_linger` without work. Invokes beyond the limit wait in a bounded list and are run
+//! by the thread whose invoke finishes. One mutex guards the counters, so the decision to
+//! start a thread and a thread's decision to exit can never both miss a queued job.
+
+use std::collections::VecDeque;
+use std::sync::{Mutex, MutexGuard};
+
+/// Invokes that may wait for a free slot; beyond this they are refused as busy.
+pub(crate) const DEFERRED_CAP: usize = 1024;
+
+#[derive(Default)]
+struct State {
+    queued: usize,
+    idle: usize,
+    threads: usize,
+    running: usize,
+    draining: bool,
+}
+
+/// What to do with an invoke that wants to start.
+pub(crate) enum Admit<J> {
+    /// Run it now.
+    Run(J),
+    /// It waits for a slot; nothing to do.
+    Deferred,
+    /// The waiting list is full: refuse it.
+    Refuse(J),
+}
+
+pub(crate) struct Pool<J> {
+    state: Mutex<State>,
+    deferred: Mutex<VecDeque<J>>,
+    limit: usize,
+    max_threads: usize,
+}
+
+impl<J> Pool<J> {
+    pub fn new(limit: usize) -> Self {
+        let limit = limit.max(1);
+        Pool {
+            // The permanent dispatch thread starts idle.
+            state: Mutex::new(State { threads: 1, idle: 1, ..State::default() }),
+            deferred: Mutex::new(VecDeque::new()),
+            limit,
+            max_threads: limit + 1,
+        }
+    }
+
+    fn state(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn deferred(&self) -> MutexGuard<'_, VecDeque<J>> {
+        self.deferred.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Counts a job about to be queued. Returns `true` when the caller must start one
+    /// more worker (already counted as an idle thread).
+    pub fn enqueue(&self) -> bool {
+        let mut s = self.state();
+        s.queued += 1;
+        let spawn = s.queued > s.idle && s.threads < self.max_threads;
+        if spawn {
+            s.threads += 1;
+            s.idle += 1;
+        }
+        spawn
+    }
+
+    /// Undoes `enqueue` for a job that could not be queued.
+    pub fn unqueue(&self) {
+        let mut s = self.state();
+        s.queued = s.queued.saturating_sub(1);
+    }
+
+    /// Undoes the thread counted by `enqueue` when it could not be started.
+    pub fn spawn_failed(&self) {
+        let mut s = self.state();
+        s.threads -= 1;
+        s.idle -= 1;
+    }
+
+    /// A thread took a job off the queue.
+    pub fn took(&self) {
+        let mut s = self.state();
+        s.queued = s.queued.saturating_sub(1);
+        s.idle -= 1;
+    }
+
+    /// A thread finished a job and is idle again. Returns `true` when draining and
+    /// nothing is queued or running any more.
+    pub fn done(&self) -> bool {
+        let mut s = self.state();
+        s.idle += 1;
+        s.draining && s.queued == 0 && s.running == 0
+    }
+
+    /// An idle extra worker's wait ran out: it may exit unless queued work would then be
+    /// left without an idle thread.
+    pub fn may_exit(&self) -> bool {
+        let mut s = self.state();
+        if s.queued >= s.idle {
+            return false;
+        }
+        s.idle -= 1;
+        s.threads -= 1;
+        true
+    }
+
+    /// A thread leaves because the queue is closed.
+    pub fn exit(&self) {
+        let mut s = self.state();
+        s.idle -= 1;
+        s.threads -= 1;
+    }
+
+    /// Asks for a slot for an invoke.
+    pub fn admit(&self, job: J) -> Admit<J> {
+        let mut s = self.state();
+        if s.running < self.limit {
+            s.running += 1;
+            return Admit::Run(job);
+        }
+        let mut waiting = self.deferred();
+        if waiting.len() >= DEFERRED_CAP {
+            return Admit::Refuse(job);
+        }
+        waiting.push_back(job);
+        Admit::Deferred
+    }
+
+    /// An invoke finished: returns the next waiting one to run in its slot, if any.
+    pub fn finish(&self) -> Option<J> {
+        let mut s = self.state();
+        let next = self.deferred().pop_front();
+        if next.is_none() {
+            s.running -= 1;
+        }
+        next
+    }
+
+    /// Enters draining. Returns `true` when nothing is queued or running.
+    pub fn drain(&self) -> bool {
+        let mut s = self.state();
+        s.draining = true;
+        s.queued == 0 && s.running == 0
+    }
+
+    /// Invokes running or waiting right now.
+    pub fn in_flight(&self) -> usize {
+        self.state().running + self.deferred().len()
+    }
+
+    /// Threads alive (dispatch plus extra workers).
+    pub fn threads(&self) -> usize {
+        self.state().threads
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn spawns_only_when_no_thread_is_idle_and_caps_threads() {
+        let p: Pool<u32> = Pool::new(2);
+        assert!(!p.enqueue(), "the idle dispatch thread covers the first job");
+        assert!(p.enqueue(), "a second queued job needs a second thread");
+        assert!(p.enqueue());
+        assert!(!p.enqueue(), "at most limit + 1 threads");
+        assert_eq!(p.threads(), 3);
+    }
+
+    #[test]
+    fn invokes_beyond_the_limit_wait_and_run_in_order() {
+        let p: Pool<u32> = Pool::new(1);
+        assert!(matches!(p.admit(1), Admit::Run(1)));
+        assert!(matches!(p.admit(2), Admit::Deferred));
+        assert!(matches!(p.admit(3), Admit::Deferred));
+        assert_eq!(p.in_flight(), 3);
+        assert_eq!(p.finish(), Some(2));
+        assert_eq!(p.finish(), Some(3));
+        assert_eq!(p.finish(), None);
+        assert_eq!(p.in_flight(), 0);
+    }
+
+    #[test]
+    fn an_idle_worker_stays_while_work_is_queued() {
+        let p: Pool<u32> = Pool::new(2);
+        p.took(); // dispatch busy
+        assert!(p.enqueue()); // worker started, counted idle
+        assert!(!p.may_exit(), "the queued job needs it");
+        p.took();
+        assert!(p.done() == false);
+        assert!(p.may_exit());
+    }
+}

@@ -1,0 +1,419 @@
+//! Reverse RPC: calls from a tool handler to the host, correlated by request id.
+//!
+//! A call is gated and budget-checked locally first (so the author gets a precise error
+//! and nothing is sent), then registered in the pending table, then written. The reader
+//! thread settles the answer straight into the waiting call. Every wait is bounded by the
+//! smaller of the method's default timeout, the caller's, and the invoke's deadline; when
+//! stdin closes, every waiting call fails at once.
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant, SystemTime};
+
+use crossbeam_channel::RecvTimeoutError;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::value::RawValue;
+use serde_json::{Map, Value, json};
+
+use crate::error::{Error, Result, RpcError, codes};
+use crate::pending::Pending;
+use crate::session::Session;
+use crate::wire;
+use crate::writer::Outbox;
+
+/// Sampling: calls per invoke when the host did not say (`maxCallsPerInvoke`).
+pub const DEFAULT_MAX_SAMPLING_CALLS: u64 = 8;
+/// Sampling: `maxTokens` per call when the host did not say (`maxTokensPerCall`).
+pub const DEFAULT_MAX_TOKENS_PER_CALL: u64 = 8192;
+/// Sampling: total tokens per invoke.
+pub const MAX_SAMPLING_TOKENS_PER_INVOKE: u64 = 32_000;
+/// Storage and files: calls per invoke (the `storage_token`'s `max_calls`).
+pub const MAX_STORAGE_CALLS_PER_INVOKE: u64 = 200;
+/// Progress: events per second per invoke; more are dropped.
+pub const MAX_PROGRESS_PER_SECOND: usize = 50;
+/// Progress: bytes per event; a larger one is dropped.
+pub const MAX_PROGRESS_BYTES: usize = 8 * 1024;
+
+/// The plugin's connection to its host, shared by the reader and every invoke.
+pub(crate) struct Peer {
+    pub out: Outbox,
+    pub pending: Pending,
+    pub session: Session,
+    /// The manifest's `host_capabilities`.
+    pub capabilities: Vec<String>,
+}
+
+/// What one invoke has used so far.
+#[derive(Default)]
+struct Usage {
+    sampling_calls: u64,
+    sampling_tokens: u64,
+    storage_calls: u64,
+    progress_sent: VecDeque<Instant>,
+    progress_dropped: u64,
+}
+
+/// The shared state behind an [`InvokeHandle`]. It holds no secrets.
+pub(crate) struct InvokeLink {
+    invoke_id: Option<String>,
+    deadline: Option<SystemTime>,
+    pub ended: AtomicBool,
+    usage: Mutex<Usage>,
+    peer: Arc<Peer>,
+}
+
+impl InvokeLink {
+    pub fn new(invoke_id: Option<String>, deadline: Option<SystemTime>, peer: Arc<Peer>) -> Arc<Self> {
+        Arc::new(InvokeLink {
+            invoke_id,
+            deadline,
+            ended: AtomicBool::new(false),
+            usage: Mutex::new(Usage::default()),
+            peer,
+        })
+    }
+
+    fn usage(&self) -> MutexGuard<'_, Usage> {
+        self.usage.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// A cloneable, `Send`, `'static` handle to one invoke, for reverse calls and progress,
+/// also from threads the handler spawns. Every call fails with [`Error::InvokeEnded`]
+/// once the invoke has ended.
+#[derive(Clone)]
+pub struct InvokeHandle(Arc<InvokeLink>);
+
+impl std::fmt::Debug for InvokeHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("InvokeHandle").field("invoke_id", &self.0.invoke_id).finish()
+    }
+}
+
+impl InvokeHandle {
+    pub(crate) fn from_link(link: Arc<InvokeLink>) -> Self {
+        InvokeHandle(link)
+    }
+
+    pub(crate) fn link(&self) -> &InvokeLink {
+        &self.0
+    }
+
+    /// The invoke's id, when the host sent one.
+    pub fn invoke_id(&self) -> Option<&str> {
+        self.0.invoke_id.as_deref()
+    }
+
+    /// The invoke's absolute deadline, when the host sent one.
+    pub fn deadline(&self) -> Option<SystemTime> {
+        self.0.deadline
+    }
+
+    /// Time left before the deadline (zero once passed); `None` without a deadline.
+    pub fn remaining(&self) -> Option<Duration> {
+        let d = self.0.deadline?;
+        Some(d.duration_since(SystemTime::now()).unwrap_or(Duration::ZERO))
+    }
+
+    /// Whether the invoke has ended.
+    pub fn is_ended(&self) -> bool {
+        self.0.ended.load(Ordering::Acquire)
+    }
+
+    /// Calls `method` on the host with the method's default timeout and returns the typed
+    /// result. See [`InvokeHandle::call_raw`] for blocking and errors.
+    pub fn call<P: Serialize + ?Sized, R: DeserializeOwned>(&self, method: &str, params: &P) -> Result<R> {
+        let raw = self.call_raw(method, params, None)?;
+        Ok(serde_json::from_str(raw.get())?)
+    }
+
+    /// Calls `method` on the host and returns its raw `result`.
+    ///
+    /// `params` must serialize to a JSON object; `context.invoke_id` and `_clientTimeoutS`
+    /// are added. Blocks until the answer, bounded by the smallest of `timeout` (or the
+    /// method's default: sampling 90 s, storage 30 s, files 60 s, others 60 s) and the time
+    /// left before the invoke's deadline. Returns [`Error::Refused`] without sending
+    /// anything when the capability is not declared, the session is v1 or a budget is
+    /// spent; [`Error::Remote`] with the host's error; [`Error::Timeout`] (a late answer is
+    /// dropped); [`Error::Disconnected`] at once when the host closes stdin or the plugin
+    /// shuts down; [`Error::InvokeEnded`] after the invoke has ended.
+    pub fn call_raw<P: Serialize + ?Sized>(
+        &self,
+        method: &str,
+        params: &P,
+        timeout: Option<Duration>,
+    ) -> Result<Box<RawValue>> {
+        if self.is_ended() {
+            return Err(Error::InvokeEnded);
+        }
+        let mut params = match serde_json::to_value(params)? {
+            Value::Object(map) => map,
+            Value::Null => Map::new(),
+            _ => return Err(Error::Protocol(format!("params of `{method}` must be a JSON object"))),
+        };
+        let peer = &self.0.peer;
+        gate(method, &peer.capabilities, peer.session.get().reverse_rpc_allowed())
+            .map_err(Error::Refused)?;
+        self.charge(method, &params)?;
+        let wait = self.wait_for(method, timeout);
+        if wait.is_zero() {
+            return Err(Error::Timeout { method: method.to_owned(), after: Duration::ZERO });
+        }
+        if let Some(id) = &self.0.invoke_id {
+            params.insert("context".into(), json!({ "invoke_id": id }));
+        }
+        params.insert("_clientTimeoutS".into(), json!(wait.as_secs_f64()));
+        let answer = send_and_wait(peer, method, &params, wait)?;
+        if method == "sampling/createMessage" {
+            self.record_tokens(&answer);
+        }
+        Ok(answer)
+    }
+
+    /// Sends an `executa/progress` notification `{type, data, context:{invoke_id}}`.
+    ///
+    /// Never blocks and never fails loudly: it returns `false` and counts the event as
+    /// dropped when the invoke has ended, the session is v1, more than 50 events were sent
+    /// in the last second, the event exceeds 8 KiB, or the output queue is full.
+    pub fn progress<D: Serialize + ?Sized>(&self, kind: &str, data: &D) -> bool {
+        let sent = self.try_progress(kind, data);
+        if !sent {
+            self.0.usage().progress_dropped += 1;
+        }
+        sent
+    }
+
+    /// How many progress events of this invoke were dropped so far.
+    pub fn progress_dropped(&self) -> u64 {
+        self.0.usage().progress_dropped
+    }
+
+    fn try_progress<D: Serialize + ?Sized>(&self, kind: &str, data: &D) -> bool {
+        if self.is_ended() || !self.0.peer.session.get().reverse_rpc_allowed() {
+            return false;
+        }
+        let mut params = Map::new();
+        params.insert("type".into(), json!(kind));
+        params.insert("data".into(), serde_json::to_value(data).unwrap_or(Value::Null));
+        if let Some(id) = &self.0.invoke_id {
+            params.insert("context".into(), json!({ "invoke_id": id }));
+        }
+        let mut frame = Vec::with_capacity(256);
+        wire::write_request(&mut frame, None, "executa/progress", &params);
+        if frame.len() > MAX_PROGRESS_BYTES || !self.take_progress_slot() {
+            return false;
+        }
+        self.0.peer.out.try_send(frame)
+    }
+
+    /// Admits at most `MAX_PROGRESS_PER_SECOND` events in any one-second window.
+    fn take_progress_slot(&self) -> bool {
+        let now = Instant::now();
+        let mut usage = self.0.usage();
+        let window = &mut usage.progress_sent;
+        while window.front().is_some_and(|t| now.duration_since(*t) >= Duration::from_secs(1)) {
+            window.pop_front();
+        }
+        if window.len() >= MAX_PROGRESS_PER_SECOND {
+            return false;
+        }
+        window.push_back(now);
+        true
+    }
+
+    fn wait_for(&self, method: &str, timeout: Option<Duration>) -> Duration {
+        let wait = timeout.unwrap_or_else(|| default_timeout(method));
+        match self.remaining() {
+            Some(left) => wait.min(left),
+            None => wait,
+        }
+    }
+
+    /// Checks and counts the per-invoke budgets the host enforces, before sending.
+    fn charge(&self, method: &str, params: &Map<String, Value>) -> Result<()> {
+        let n = self.0.peer.session.get();
+        let mut usage = self.0.usage();
+        if method == "sampling/createMessage" {
+            let max_calls = n.max_sampling_calls.unwrap_or(DEFAULT_MAX_SAMPLING_CALLS);
+            if usage.sampling_calls >= max_calls {
+                return Err(refused(
+                    codes::SAMPLING_MAX_CALLS_EXCEEDED,
+                    "MAX_CALLS_EXCEEDED",
+                    format!("sampling budget spent: at most {max_calls} calls per invoke"),
+                ));
+            }
+            let per_call = n.max_tokens_per_call.unwrap_or(DEFAULT_MAX_TOKENS_PER_CALL);
+            let asked = params.get("maxTokens").and_then(Value::as_u64).unwrap_or(0);
+            if asked > per_call {
+                return Err(refused(
+                    codes::SAMPLING_MAX_TOKENS_EXCEEDED,
+                    "MAX_TOKENS_EXCEEDED",
+                    format!("maxTokens {asked} is above the host's {per_call} per call"),
+                ));
+            }
+            if usage.sampling_tokens >= MAX_SAMPLING_TOKENS_PER_INVOKE {
+                return Err(refused(
+                    codes::SAMPLING_MAX_TOKENS_EXCEEDED,
+                    "MAX_TOKENS_EXCEEDED",
+                    format!(
+                        "sampling token budget spent: {} of {MAX_SAMPLING_TOKENS_PER_INVOKE} tokens used in this invoke",
+                        usage.sampling_tokens
+                    ),
+                ));
+            }
+            usage.sampling_calls += 1;
+        } else if method.starts_with("storage/") || method.starts_with("files/") {
+            if usage.storage_calls >= MAX_STORAGE_CALLS_PER_INVOKE {
+                return Err(refused(
+                    codes::STORAGE_QUOTA_EXCEEDED,
+                    "QUOTA_EXCEEDED",
+                    format!("storage budget spent: at most {MAX_STORAGE_CALLS_PER_INVOKE} calls per invoke"),
+                ));
+            }
+            usage.storage_calls += 1;
+        }
+        Ok(())
+    }
+
+    fn record_tokens(&self, answer: &RawValue) {
+        #[derive(serde::Deserialize)]
+        struct Usage {
+            #[serde(default, rename = "totalTokens")]
+            total: Option<u64>,
+            #[serde(default, rename = "inputTokens")]
+            input: u64,
+            #[serde(default, rename = "outputTokens")]
+            output: u64,
+        }
+        #[derive(serde::Deserialize)]
+        struct Answer {
+            usage: Option<Usage>,
+        }
+        if let Ok(Answer { usage: Some(u) }) = serde_json::from_str(answer.get()) {
+            self.0.usage().sampling_tokens += u.total.unwrap_or(u.input + u.output);
+        }
+    }
+}
+
+fn refused(code: i64, symbol: &str, message: String) -> Error {
+    Error::Refused(RpcError::with_code(code, symbol, message))
+}
+
+/// Registers, writes and waits: the one place a reverse call crosses the wire.
+fn send_and_wait(peer: &Peer, method: &str, params: &Map<String, Value>, wait: Duration) -> Result<Box<RawValue>> {
+    let ticket = peer.pending.register().map_err(Error::Disconnected)?;
+    let mut frame = Vec::with_capacity(256);
+    wire::write_request(&mut frame, Some(&ticket.wire_id), method, params);
+    if !peer.out.send(frame) {
+        peer.pending.forget(ticket.number);
+        return Err(Error::Disconnected("the plugin's output is closed".into()));
+    }
+    match ticket.answer.recv_timeout(wait) {
+        Ok(Ok(result)) => Ok(result),
+        Ok(Err(error)) => Err(Error::Remote(error)),
+        Err(RecvTimeoutError::Timeout) => {
+            peer.pending.forget(ticket.number);
+            Err(Error::Timeout { method: method.to_owned(), after: wait })
+        }
+        Err(RecvTimeoutError::Disconnected) => Err(Error::Disconnected(
+            peer.pending.closed_reason().unwrap_or_else(|| "the host went away".into()),
+        )),
+    }
+}
+
+/// The default timeout of a reverse method, as the official SDKs use.
+pub fn default_timeout(method: &str) -> Duration {
+    let secs = match method.split('/').next().unwrap_or("") {
+        "sampling" | "agent" => 90,
+        "storage" | "embeddings" => 30,
+        "host" => 120,
+        _ => 60,
+    };
+    Duration::from_secs(secs)
+}
+
+/// A capability family: which manifest strings unlock it and how the host refuses it.
+struct Family {
+    prefix: &'static str,
+    needs: &'static [&'static str],
+    code: i64,
+    symbol: &'static str,
+}
+
+const APS: &[&str] = &["aps", "aps.scope.*"];
+
+const FAMILIES: &[Family] = &[
+    Family { prefix: "sampling/", needs: &["llm.sample"], code: -32008, symbol: "NOT_NEGOTIATED" },
+    Family { prefix: "agent/complete", needs: &["llm.sample"], code: -32041, symbol: "NOT_GRANTED" },
+    Family { prefix: "agent/", needs: &["llm.agent.auto", "llm.agent.fixed"], code: -32041, symbol: "NOT_GRANTED" },
+    Family { prefix: "storage/", needs: &["aps.kv"], code: -32021, symbol: "STORAGE_NOT_GRANTED" },
+    Family { prefix: "files/", needs: &["aps.files"], code: -32021, symbol: "STORAGE_NOT_GRANTED" },
+    Family { prefix: "host/uploadFile", needs: &["host.upload"], code: -32210, symbol: "UPLOAD_NOT_NEGOTIATED" },
+    Family { prefix: "image/edit", needs: &["llm.image.edit"], code: -32107, symbol: "IMAGE_NOT_NEGOTIATED" },
+    Family { prefix: "image/", needs: &["llm.image"], code: -32107, symbol: "IMAGE_NOT_NEGOTIATED" },
+    Family { prefix: "embeddings/", needs: &["llm.embed"], code: -32507, symbol: "EMBEDDINGS_NOT_NEGOTIATED" },
+    Family { prefix: "web/search", needs: &["web.search"], code: -32526, symbol: "WEB_NOT_NEGOTIATED" },
+    Family { prefix: "web/fetch", needs: &["web.fetch"], code: -32526, symbol: "WEB_NOT_NEGOTIATED" },
+    Family { prefix: "web/image_search", needs: &["web.image_search"], code: -32526, symbol: "WEB_NOT_NEGOTIATED" },
+    Family { prefix: "web/image_fetch", needs: &["web.image_fetch"], code: -32526, symbol: "WEB_NOT_NEGOTIATED" },
+    Family { prefix: "video/", needs: &["llm.video"], code: -32120, symbol: "VIDEO_NOT_NEGOTIATED" },
+    Family { prefix: "audio/speak", needs: &["llm.audio.speak"], code: -32140, symbol: "AUDIO_NOT_NEGOTIATED" },
+];
+
+/// Refuses a reverse call the host would refuse for a missing declaration or a v1
+/// session, with the host's code. `credentials/*` needs no capability string (a declared
+/// credential drives it) and methods this crate does not know are passed through.
+pub(crate) fn gate(method: &str, declared: &[String], v2: bool) -> Result<(), RpcError> {
+    let Some(family) = FAMILIES.iter().find(|f| method.starts_with(f.prefix)) else {
+        return Ok(());
+    };
+    if !v2 {
+        let msg = format!("`{method}` is unavailable: the host negotiated protocol 1.1, which has no reverse RPC");
+        return Err(RpcError::with_code(family.code, family.symbol, msg));
+    }
+    let storage = matches!(family.prefix, "storage/" | "files/");
+    let ok = declared.iter().any(|d| {
+        family.needs.contains(&d.as_str())
+            || (storage && (APS[0] == d || d.starts_with("aps.scope.")))
+    });
+    if ok {
+        return Ok(());
+    }
+    let msg = format!(
+        "`{method}` needs `{}` in the manifest's host_capabilities (add it with Plugin::capability)",
+        family.needs[0]
+    );
+    Err(RpcError::with_code(family.code, family.symbol, msg))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn caps(list: &[&str]) -> Vec<String> {
+        list.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn gating_uses_the_hosts_codes() {
+        let none = caps(&[]);
+        assert_eq!(gate("sampling/createMessage", &none, true).unwrap_err().code, -32008);
+        assert_eq!(gate("storage/get", &none, true).unwrap_err().code, -32021);
+        assert!(gate("storage/get", &none, true).unwrap_err().message.contains("aps.kv"));
+        assert!(gate("sampling/createMessage", &caps(&["llm.sample"]), true).is_ok());
+        assert_eq!(gate("sampling/createMessage", &caps(&["llm.sample"]), false).unwrap_err().code, -32008);
+        assert!(gate("storage/set", &caps(&["aps.scope.user.write"]), true).is_ok());
+        assert!(gate("files/list", &caps(&["aps.kv"]), true).is_err());
+        assert!(gate("credentials/getToken", &none, true).is_ok());
+        assert!(gate("some/future", &none, true).is_ok());
+    }
+
+    #[test]
+    fn default_timeouts_follow_the_sdks() {
+        assert_eq!(default_timeout("sampling/createMessage"), Duration::from_secs(90));
+        assert_eq!(default_timeout("storage/get"), Duration::from_secs(30));
+        assert_eq!(default_timeout("files/list"), Duration::from_secs(60));
+    }
+}

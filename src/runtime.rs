@@ -1,0 +1,225 @@
+//! Starting the three threads, running the worker loop, and the shutdown sequence.
+//!
+//! ```text
+//!   host stdin ──► [executa-reader] ──jobs (bounded 256)──► [executa-dispatch] (+ workers)
+//!                       │  settles answers to reverse calls        │ handlers
+//!                       ▼  straight into the waiting handler       ▼
+//!                  pending table                       out (bounded 1024) ──► [executa-writer] ──► host stdout
+//! ```
+//! The main thread waits for an event (signal, end of input, broken output), drains
+//! in-flight invokes within the grace period, flushes the writer, and returns.
+
+use std::collections::HashMap;
+use std::io::{Read, Write};
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+use std::thread;
+use std::time::Instant;
+
+use crossbeam_channel::{Receiver, RecvTimeoutError, bounded};
+use serde_json::value::RawValue;
+
+use crate::dispatch::{InvokeJob, Job};
+use crate::error::{Error, Result};
+use crate::events::{self, Event, Events, Notifier};
+use crate::health::Health;
+use crate::options::Options;
+use crate::pending::Pending;
+use crate::pool::Pool;
+use crate::reverse::Peer;
+use crate::session::Session;
+use crate::tool::Tool;
+use crate::writer::{self, OUT_QUEUE, Out, Outbox};
+
+/// Capacity of the request queue between the reader and the dispatch side.
+const JOB_QUEUE: usize = 256;
+
+/// Why a plugin stopped serving.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StopReason {
+    /// The host closed stdin: the normal end.
+    InputClosed,
+    /// SIGTERM or SIGINT.
+    Signal,
+    /// A second signal arrived while draining: in-flight invokes were abandoned.
+    SecondSignal,
+    /// The host stopped reading our stdout.
+    OutputBroken,
+}
+
+/// How a plugin's serving ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Stopped {
+    /// What ended it.
+    pub reason: StopReason,
+    /// Invokes still unfinished when the grace period ran out (their replies are lost).
+    pub abandoned: usize,
+}
+
+pub(crate) type HealthHook = Box<dyn Fn() -> Health + Send + Sync>;
+
+/// Everything the threads share.
+pub(crate) struct Runtime {
+    pub name: String,
+    pub version: String,
+    pub manifest_json: Box<RawValue>,
+    pub tools: Vec<Tool>,
+    pub tool_index: HashMap<String, usize>,
+    pub uses: Vec<&'static str>,
+    pub health: Option<HealthHook>,
+    pub opts: Options,
+    pub peer: Arc<Peer>,
+    pub accepting: AtomicBool,
+    pub pool: Pool<InvokeJob>,
+    pub events: Notifier,
+    jobs: Receiver<Job>,
+}
+
+/// The parts of a plugin the runtime needs.
+pub(crate) struct Parts {
+    pub name: String,
+    pub version: String,
+    pub manifest_json: Box<RawValue>,
+    pub tools: Vec<Tool>,
+    pub capabilities: Vec<String>,
+    pub uses: Vec<&'static str>,
+    pub health: Option<HealthHook>,
+    pub opts: Options,
+}
+
+/// Serves until the input ends, the output breaks, or (with `signals`) SIGTERM/SIGINT.
+/// Blocks for the whole life of the plugin.
+pub(crate) fn serve<R, W>(parts: Parts, input: R, output: W, signals: bool) -> Result<Stopped>
+where
+    R: Read + Send + 'static,
+    W: Write + Send + 'static,
+{
+    let (mut events, notifier) = events::channel()?;
+    let mut signal_ids = Vec::new();
+    if signals {
+        for sig in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
+            signal_ids.push(signal_hook::low_level::pipe::register(sig, notifier.socket()?)?);
+        }
+    }
+    let (out_tx, out_rx) = bounded(OUT_QUEUE);
+    let (jobs_tx, jobs_rx) = bounded(JOB_QUEUE);
+    let writer_events = notifier.try_clone()?;
+    let writer = spawn("executa-writer", move || writer::run(output, out_rx, writer_events))?;
+    let rt = Arc::new(Runtime::new(parts, Outbox(out_tx.clone()), notifier, jobs_rx));
+    let dispatch_rt = rt.clone();
+    spawn("executa-dispatch", move || dispatch_rt.work(true))?;
+    let reader_rt = rt.clone();
+    spawn("executa-reader", move || crate::reader::run(input, reader_rt, jobs_tx))?;
+
+    let stopped = supervise(&rt, &mut events);
+    if out_tx.send_timeout(Out::Close, rt.opts.grace).is_ok() {
+        let _ = events.wait_for(Event::WriterDone, Instant::now() + rt.opts.grace);
+    }
+    for id in signal_ids {
+        signal_hook::low_level::unregister(id);
+    }
+    // The writer thread has either finished or is stuck in a write to a host that stopped
+    // reading; it is detached rather than joined so shutdown stays bounded.
+    drop(writer);
+    stopped
+}
+
+/// Waits for the first stop event, then drains within the grace period.
+fn supervise(rt: &Runtime, events: &mut Events) -> Result<Stopped> {
+    let reason = loop {
+        match events.wait(None)? {
+            Some(Event::InputClosed) => break StopReason::InputClosed,
+            Some(Event::Signal) => break StopReason::Signal,
+            Some(Event::OutputBroken) => break StopReason::OutputBroken,
+            _ => {}
+        }
+    };
+    log::info!("executa: stopping ({reason:?}); draining in-flight invokes");
+    rt.accepting.store(false, std::sync::atomic::Ordering::Release);
+    if rt.pool.drain() {
+        return Ok(Stopped { reason, abandoned: 0 });
+    }
+    let deadline = Instant::now() + rt.opts.grace;
+    match events.wait_for(Event::Drained, deadline)? {
+        Some(Event::Drained) => Ok(Stopped { reason, abandoned: 0 }),
+        Some(_) => {
+            log::warn!("executa: second signal: exiting now, abandoning in-flight invokes");
+            Ok(Stopped { reason: StopReason::SecondSignal, abandoned: rt.pool.in_flight() })
+        }
+        None => {
+            let abandoned = rt.pool.in_flight();
+            log::warn!("executa: {abandoned} invoke(s) still running after the grace period; exiting");
+            Ok(Stopped { reason, abandoned })
+        }
+    }
+}
+
+fn spawn<F: FnOnce() + Send + 'static>(name: &str, f: F) -> Result<thread::JoinHandle<()>> {
+    thread::Builder::new().name(name.to_owned()).spawn(f).map_err(Error::Io)
+}
+
+impl Runtime {
+    fn new(parts: Parts, out: Outbox, events: Notifier, jobs: Receiver<Job>) -> Runtime {
+        let tool_index = parts.tools.iter().enumerate().map(|(i, t)| (t.spec.name.clone(), i)).collect();
+        let peer = Arc::new(Peer {
+            out,
+            pending: Pending::new("ex-"),
+            session: Session::default(),
+            capabilities: parts.capabilities,
+        });
+        Runtime {
+            name: parts.name,
+            version: parts.version,
+            manifest_json: parts.manifest_json,
+            pool: Pool::new(parts.opts.max_concurrent_invokes),
+            tools: parts.tools,
+            tool_index,
+            uses: parts.uses,
+            health: parts.health,
+            opts: parts.opts,
+            peer,
+            accepting: AtomicBool::new(true),
+            events,
+            jobs,
+        }
+    }
+
+    /// Starts one extra worker thread (already counted by the pool).
+    pub(crate) fn spawn_worker(self: &Arc<Self>) {
+        let rt = self.clone();
+        if let Err(e) = spawn("executa-worker", move || rt.work(false)) {
+            log::error!("executa: could not start a worker thread: {e}");
+            self.pool.spawn_failed();
+        }
+    }
+
+    /// The loop of the dispatch thread (`permanent`) and of extra workers, which exit
+    /// after `worker_linger` without work.
+    fn work(&self, permanent: bool) {
+        loop {
+            let job = if permanent {
+                self.jobs.recv().map_err(|_| RecvTimeoutError::Disconnected)
+            } else {
+                self.jobs.recv_timeout(self.opts.worker_linger)
+            };
+            match job {
+                Ok(job) => {
+                    self.pool.took();
+                    self.handle(job);
+                    if self.pool.done() {
+                        self.events.notify(Event::Drained);
+                    }
+                }
+                Err(RecvTimeoutError::Timeout) => {
+                    if self.pool.may_exit() {
+                        return;
+                    }
+                }
+                Err(RecvTimeoutError::Disconnected) => {
+                    self.pool.exit();
+                    return;
+                }
+            }
+        }
+    }
+}

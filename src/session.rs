@@ -1,0 +1,187 @@
+//! What `initialize` negotiated, recorded for the whole process.
+//!
+//! Both documented request shapes are accepted: the current one
+//! (`{protocolVersion, clientInfo, capabilities:{sampling:{...}, fileTransport}}`) and the
+//! older one (`{protocolVersion, host_capabilities:{"llm.sample":true}}`). The reply carries
+//! both key spellings the sources use (`server_info`/`serverInfo`,
+//! `capabilities`/`client_capabilities`) with the same content, since which one a host reads
+//! is undocumented.
+
+use std::sync::Mutex;
+
+use serde::Deserialize;
+use serde_json::{Map, Value, json};
+
+/// The protocol version a session runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ProtocolVersion {
+    /// v1.1: no reverse RPC.
+    V1,
+    /// v2.0: reverse RPC available.
+    V2,
+}
+
+/// What the host offered in `initialize` and what was agreed.
+#[derive(Clone, Debug, Default)]
+pub struct Negotiated {
+    /// `None` until `initialize` arrives; dev hosts never send it.
+    pub version: Option<ProtocolVersion>,
+    /// `clientInfo.name`, when given.
+    pub client_name: Option<String>,
+    /// The host's capability offer (current shape), as sent.
+    pub host_capabilities: Map<String, Value>,
+    /// `capabilities.sampling.maxCallsPerInvoke`, when offered.
+    pub max_sampling_calls: Option<u64>,
+    /// `capabilities.sampling.maxTokensPerCall`, when offered.
+    pub max_tokens_per_call: Option<u64>,
+    /// `capabilities.fileTransport`.
+    pub file_transport: bool,
+}
+
+impl Negotiated {
+    /// Whether reverse RPC may be attempted: anything but an explicitly negotiated v1.
+    pub fn reverse_rpc_allowed(&self) -> bool {
+        self.version != Some(ProtocolVersion::V1)
+    }
+}
+
+/// Process-wide session state.
+#[derive(Default)]
+pub(crate) struct Session(Mutex<Negotiated>);
+
+impl Session {
+    pub fn get(&self) -> Negotiated {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// Handles `initialize` params and builds the reply.
+    pub fn initialize(&self, params: &str, name: &str, version: &str, uses: &[&str]) -> Value {
+        let req: InitRequest = serde_json::from_str(params).unwrap_or_default();
+        let offered = req.protocol_version.as_ref().map(version_text);
+        let (agreed, text) = match offered.as_deref() {
+            Some("1.1") => (ProtocolVersion::V1, "1.1"),
+            _ => (ProtocolVersion::V2, "2.0"),
+        };
+        let offer = offered_keys(&req);
+        let mut caps = Map::new();
+        for key in uses {
+            if offer.iter().any(|k| k == key) {
+                caps.insert((*key).to_owned(), json!({}));
+            }
+        }
+        let sampling = req.capabilities.get("sampling");
+        let n = Negotiated {
+            version: Some(agreed),
+            client_name: req.client_info.and_then(|c| c.get("name")?.as_str().map(str::to_owned)),
+            max_sampling_calls: sampling.and_then(|s| s.get("maxCallsPerInvoke")?.as_u64()),
+            max_tokens_per_call: sampling.and_then(|s| s.get("maxTokensPerCall")?.as_u64()),
+            file_transport: req.capabilities.get("fileTransport").and_then(Value::as_bool) == Some(true),
+            host_capabilities: req.capabilities,
+        };
+        log::debug!("executa: negotiated {:?} with {:?}", n.version, n.client_name);
+        *self.0.lock().unwrap_or_else(|p| p.into_inner()) = n;
+        let info = json!({ "name": name, "version": version });
+        json!({
+            "protocolVersion": text,
+            "server_info": info,
+            "serverInfo": info,
+            "capabilities": caps,
+            "client_capabilities": caps,
+        })
+    }
+}
+
+#[derive(Default, Deserialize)]
+struct InitRequest {
+    #[serde(default, rename = "protocolVersion")]
+    protocol_version: Option<Value>,
+    #[serde(default, rename = "clientInfo")]
+    client_info: Option<Value>,
+    #[serde(default)]
+    capabilities: Map<String, Value>,
+    /// The older shape: capability strings mapped to booleans.
+    #[serde(default)]
+    host_capabilities: Map<String, Value>,
+}
+
+fn version_text(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// The `initialize` capability keys the host offered, from either request shape.
+fn offered_keys(req: &InitRequest) -> Vec<String> {
+    let truthy = |v: &Value| !matches!(v, Value::Null | Value::Bool(false));
+    let mut keys: Vec<String> = req
+        .capabilities
+        .iter()
+        .filter(|(_, v)| truthy(v))
+        .map(|(k, _)| k.clone())
+        .collect();
+    for (cap, v) in &req.host_capabilities {
+        if let Some(key) = init_key(cap).filter(|_| truthy(v)) {
+            keys.push(key.to_owned());
+        }
+    }
+    keys
+}
+
+/// The `initialize` capability key that goes with a manifest `host_capabilities` string.
+pub(crate) fn init_key(capability: &str) -> Option<&'static str> {
+    Some(match capability {
+        "llm.sample" | "llm.complete" => "sampling",
+        "aps" | "aps.kv" | "aps.files" => "storage",
+        c if c.starts_with("aps.scope.") => "storage",
+        "host.upload" => "upload",
+        "llm.image" => "image",
+        "llm.image.edit" => "image.edit",
+        "llm.video" => "video",
+        "llm.audio.speak" => "audio.speak",
+        "llm.embed" => "embeddings",
+        "llm.agent.auto" | "llm.agent.fixed" => "agent",
+        c if c.starts_with("web.") => "web",
+        _ => return None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn current_shape_negotiates_v2_and_the_used_subset() {
+        let s = Session::default();
+        let params = r#"{"protocolVersion":"2.0","clientInfo":{"name":"matrix-agent","version":"1.0"},
+            "capabilities":{"sampling":{"maxTokensPerCall":8192,"maxCallsPerInvoke":8},"fileTransport":true}}"#;
+        let reply = s.initialize(params, "demo", "0.1.0", &["sampling", "storage"]);
+        assert_eq!(reply["protocolVersion"], "2.0");
+        assert_eq!(reply["server_info"], json!({"name":"demo","version":"0.1.0"}));
+        assert_eq!(reply["serverInfo"], reply["server_info"]);
+        assert_eq!(reply["capabilities"], json!({"sampling":{}}));
+        assert_eq!(reply["client_capabilities"], reply["capabilities"]);
+        let n = s.get();
+        assert_eq!(n.version, Some(ProtocolVersion::V2));
+        assert_eq!(n.max_sampling_calls, Some(8));
+        assert!(n.file_transport);
+        assert_eq!(n.client_name.as_deref(), Some("matrix-agent"));
+    }
+
+    #[test]
+    fn older_shape_and_v1() {
+        let s = Session::default();
+        let reply = s.initialize(
+            r#"{"protocolVersion":"2.0","host_capabilities":{"llm.sample":true,"aps.kv":false}}"#,
+            "demo",
+            "1.0.0",
+            &["sampling", "storage"],
+        );
+        assert_eq!(reply["capabilities"], json!({"sampling":{}}));
+        let reply = s.initialize(r#"{"protocolVersion":"1.1"}"#, "demo", "1.0.0", &[]);
+        assert_eq!(reply["protocolVersion"], "1.1");
+        assert!(!s.get().reverse_rpc_allowed());
+        let reply = s.initialize("null", "demo", "1.0.0", &[]);
+        assert_eq!(reply["protocolVersion"], "2.0");
+    }
+}
