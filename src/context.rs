@@ -108,6 +108,37 @@ impl Invocation {
     pub fn host(&self) -> &InvokeHandle {
         &self.handle
     }
+
+    /// Calls any whitelisted host method (`embeddings/create`, `web/search`, `agent/*`,
+    /// `image/*`, `host/uploadFile`, `credentials/*`, ...) and returns the typed result.
+    /// See [`InvokeHandle::call_raw`] for blocking, timeouts and errors.
+    pub fn call<P: serde::Serialize + ?Sized, R: serde::de::DeserializeOwned>(
+        &self,
+        method: &str,
+        params: &P,
+    ) -> crate::Result<R> {
+        self.handle.call(method, params)
+    }
+
+    /// The sampling client (needs `llm.sample`).
+    pub fn sampling(&self) -> crate::sampling::Sampling<'_> {
+        self.handle.sampling()
+    }
+
+    /// The key/value storage client (needs `aps.kv`).
+    pub fn storage(&self) -> crate::storage::Storage<'_> {
+        self.handle.storage()
+    }
+
+    /// The object store client (needs `aps.files`).
+    pub fn files(&self) -> crate::files::Files<'_> {
+        self.handle.files()
+    }
+
+    /// Sends an `executa/progress` event; see [`InvokeHandle::progress`]. Never blocks.
+    pub fn progress<D: serde::Serialize + ?Sized>(&self, kind: &str, data: &D) -> bool {
+        self.handle.progress(kind, data)
+    }
 }
 
 impl Drop for Invocation {

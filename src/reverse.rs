@@ -185,6 +185,21 @@ impl InvokeHandle {
         sent
     }
 
+    /// The sampling client (`sampling/createMessage`).
+    pub fn sampling(&self) -> crate::sampling::Sampling<'_> {
+        crate::sampling::Sampling(self)
+    }
+
+    /// The key/value storage client (`storage/*`).
+    pub fn storage(&self) -> crate::storage::Storage<'_> {
+        crate::storage::Storage(self)
+    }
+
+    /// The object store client (`files/*`).
+    pub fn files(&self) -> crate::files::Files<'_> {
+        crate::files::Files(self)
+    }
+
     /// How many progress events of this invoke were dropped so far.
     pub fn progress_dropped(&self) -> u64 {
         self.0.usage().progress_dropped

@@ -135,7 +135,11 @@ fn supervise(rt: &Runtime, events: &mut Events) -> Result<Stopped> {
         }
     };
     log::info!("executa: stopping ({reason:?}); draining in-flight invokes");
-    rt.accepting.store(false, std::sync::atomic::Ordering::Release);
+    // Requests read before end of input are still served; after a signal (or with no one
+    // left to answer) new invokes are refused.
+    if reason != StopReason::InputClosed {
+        rt.accepting.store(false, std::sync::atomic::Ordering::Release);
+    }
     if rt.pool.drain() {
         return Ok(Stopped { reason, abandoned: 0 });
     }

@@ -1,0 +1,159 @@
+//! The reference plugin: every feature of the runtime, one tool each. The crate's tests,
+//! benchmarks and demo drive it, and host authors can use it as a known-good peer.
+//!
+//! Run it by hand: `cargo run --example everything`, then type JSON-RPC lines, e.g.
+//! `{"jsonrpc":"2.0","id":1,"method":"invoke","params":{"tool":"echo","arguments":{"hi":1}}}`
+
+use std::time::{Duration, Instant};
+
+use executa::{
+    CreateMessage, CredentialSpec, Invocation, Param, ParamType, Plugin, Scope, Tool, ToolError,
+};
+use serde::Deserialize;
+use serde_json::{Map, Value, json};
+
+type Reply = Result<Value, ToolError>;
+
+#[derive(Deserialize)]
+struct SleepArgs {
+    ms: u64,
+}
+
+#[derive(Deserialize)]
+struct FailArgs {
+    message: String,
+}
+
+#[derive(Deserialize)]
+struct BigArgs {
+    bytes: usize,
+}
+
+#[derive(Deserialize)]
+struct TextArgs {
+    text: String,
+}
+
+#[derive(Deserialize)]
+struct PromptArgs {
+    prompt: String,
+    #[serde(default = "default_max_tokens")]
+    max_tokens: u64,
+}
+
+fn default_max_tokens() -> u64 {
+    256
+}
+
+#[derive(Deserialize)]
+struct RememberArgs {
+    key: String,
+    value: Value,
+}
+
+#[derive(Deserialize)]
+struct KeyArgs {
+    key: String,
+}
+
+#[derive(Deserialize)]
+struct StepsArgs {
+    steps: u64,
+}
+
+fn echo(args: Map<String, Value>, _: &Invocation) -> Result<Map<String, Value>, ToolError> {
+    Ok(args)
+}
+
+fn sleep(args: SleepArgs, _: &Invocation) -> Reply {
+    let start = Instant::now();
+    std::thread::sleep(Duration::from_millis(args.ms));
+    Ok(json!({ "slept_ms": start.elapsed().as_millis() as u64 }))
+}
+
+fn fail(args: FailArgs, _: &Invocation) -> Reply {
+    Err(ToolError::new(args.message))
+}
+
+fn panic(_: Value, _: &Invocation) -> Reply {
+    panic!("the `panic` tool panicked on purpose")
+}
+
+fn big(args: BigArgs, _: &Invocation) -> Reply {
+    Ok(json!({ "blob": "x".repeat(args.bytes) }))
+}
+
+fn print(args: TextArgs, _: &Invocation) -> Reply {
+    // The stdout guard sends this to stderr; the protocol stream stays clean.
+    println!("{}", args.text);
+    Ok(json!({ "printed": true }))
+}
+
+fn credentials(_: Value, ctx: &Invocation) -> Reply {
+    // Names only: values never leave the invocation.
+    Ok(json!({ "names": ctx.credential_names().collect::<Vec<_>>() }))
+}
+
+fn sample(args: PromptArgs, ctx: &Invocation) -> Reply {
+    let request = CreateMessage::new(args.prompt, args.max_tokens);
+    let answer = ctx.sampling().create_message(&request)?;
+    Ok(json!({ "text": answer.text(), "model": answer.model }))
+}
+
+fn remember(args: RememberArgs, ctx: &Invocation) -> Reply {
+    let written = ctx.storage().set(&args.key, &args.value, Scope::User)?;
+    Ok(json!({ "stored": true, "etag": written.etag }))
+}
+
+fn recall(args: KeyArgs, ctx: &Invocation) -> Reply {
+    let stored = ctx.storage().get(&args.key, Scope::User)?;
+    Ok(json!({ "exists": stored.exists, "value": stored.value }))
+}
+
+fn progress(args: StepsArgs, ctx: &Invocation) -> Reply {
+    let mut sent = 0;
+    for step in 1..=args.steps {
+        sent += u64::from(ctx.progress("progress", &json!({ "step": step, "of": args.steps })));
+    }
+    Ok(json!({ "steps": args.steps, "sent": sent, "dropped": ctx.host().progress_dropped() }))
+}
+
+fn main() {
+    let any = |name: &str| Param::object(name, "Any JSON value").optional();
+    Plugin::new("everything", "1.0.0")
+        .description("Reference plugin exercising every executa feature")
+        .capability("llm.sample")
+        .capability("aps.kv")
+        .credential(CredentialSpec::new("DEMO_API_KEY", "A demo key, never echoed").optional())
+        .tool(Tool::new("echo", "Returns its arguments object as data", echo))
+        .tool(Tool::new("sleep", "Sleeps, then says how long", sleep).param(Param::integer("ms", "Milliseconds")))
+        .tool(Tool::new("fail", "Fails with the given message", fail).param(Param::string("message", "Error text")))
+        .tool(Tool::new("panic", "Panics (the runtime answers -32603)", panic))
+        .tool(Tool::new("big", "Returns a blob of N ASCII bytes", big).param(Param::integer("bytes", "Blob size")))
+        .tool(Tool::new("print", "println!s text (lands on stderr)", print).param(Param::string("text", "Text")))
+        .tool(Tool::new("credentials", "Names the credentials present", credentials))
+        .tool(
+            Tool::new("sample", "One sampling call to the host's LLM", sample)
+                .param(Param::string("prompt", "The prompt"))
+                .param(Param::integer("max_tokens", "Token cap").default_value(256)),
+        )
+        .tool(
+            Tool::new("remember", "storage/set in scope user", remember)
+                .param(Param::string("key", "Key"))
+                .param(Param::new("value", ParamType::Object, "Value (any JSON)")),
+        )
+        .tool(Tool::new("recall", "storage/get in scope user", recall).param(Param::string("key", "Key")))
+        .tool(
+            Tool::new("progress", "Sends N progress events", progress)
+                .param(Param::integer("steps", "How many events")),
+        )
+        .tool(Tool::new("noop", "Does nothing (for latency benchmarks)", |_: serde::de::IgnoredAny, _: &Invocation| {
+            Ok::<_, ToolError>(json!({}))
+        }))
+        .tool(Tool::new("_schema_demo", "Lists the parameter types", |_: Value, _: &Invocation| {
+            Ok::<_, ToolError>(json!({}))
+        })
+        .param(any("anything"))
+        .param(Param::array("tags", ParamType::String, "Tags").optional()))
+        .run()
+}

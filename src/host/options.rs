@@ -1,0 +1,188 @@
+//! Every knob of the host side, with the Agent's documented values as defaults.
+
+use std::time::Duration;
+
+use crate::wire::DEFAULT_MAX_FRAME_BYTES;
+
+/// Timeouts, limits and policies for driving one plugin.
+///
+/// The defaults are the Agent's (lifecycle page): `initialize` 5 s, `describe` 5 s (60 s on
+/// a first launch), `invoke` 60 s, `health` 3 s, shutdown 5 s + 5 s, restart 3 attempts from
+/// a 1 s base. Build one with struct-update syntax:
+///
+/// ```
+/// use std::time::Duration;
+/// use executa::host::HostOptions;
+/// let opts = HostOptions { invoke_timeout: Duration::from_secs(10), ..HostOptions::default() };
+/// assert_eq!(opts.initialize_timeout, Duration::from_secs(5));
+/// ```
+#[derive(Clone, Debug)]
+pub struct HostOptions {
+    /// Label used in thread names, log prefixes and errors; defaults to the plugin's file stem.
+    pub name: Option<String>,
+    /// How long `initialize` may take before the session silently falls back to 1.1.
+    pub initialize_timeout: Duration,
+    /// Skip `initialize` altogether (what the local dev hosts do); the session is then
+    /// [`ProtocolVersion::Unknown`](crate::host::ProtocolVersion::Unknown) and reverse calls
+    /// are allowed, as under `anna-app dev`.
+    pub skip_initialize: bool,
+    /// How long `describe` may take on an ordinary start.
+    pub describe_timeout: Duration,
+    /// Whether this is the first launch of a onefile binary (post-install scan), which
+    /// allows [`HostOptions::first_launch_describe_timeout`] for `describe`.
+    pub first_launch: bool,
+    /// The `describe` allowance on a first launch.
+    pub first_launch_describe_timeout: Duration,
+    /// Default `invoke` timeout when neither the caller nor the manifest's tool says otherwise.
+    pub invoke_timeout: Duration,
+    /// How long `health` may take.
+    pub health_timeout: Duration,
+    /// Timeout for other requests sent with [`crate::host::Host::request`] defaults.
+    pub request_timeout: Duration,
+    /// The shutdown sequence.
+    pub shutdown: ShutdownPolicy,
+    /// What to do when the plugin exits on its own.
+    pub restart: RestartPolicy,
+    /// Cap on one frame read from the plugin's stdout (the Agent's 16 MiB by default).
+    pub max_frame_bytes: usize,
+    /// `clientInfo` sent in `initialize`.
+    pub client_name: String,
+    /// `clientInfo.version` sent in `initialize`.
+    pub client_version: String,
+    /// Advertise and accept `__file_transport` responses (the plugin writes a big response
+    /// to a file and sends its path).
+    pub file_transport: bool,
+    /// Threads serving reverse calls from the plugin (at least one).
+    pub reverse_workers: usize,
+    /// Reverse calls waiting for a worker before new ones are refused with -32000.
+    pub reverse_queue: usize,
+    /// Frames waiting for the writer thread; a caller blocks (within its timeout) when full.
+    pub write_queue: usize,
+    /// Progress events waiting for the callback; more are dropped (progress is best-effort).
+    pub progress_queue: usize,
+    /// Where the plugin's stderr lines go.
+    pub stderr: StderrRelay,
+    /// How many recent stderr lines to keep for error messages.
+    pub stderr_tail_lines: usize,
+    /// Refuse reverse calls as the Agent does: everything in a 1.1 session, `sampling/*`
+    /// without `llm.sample` (-32008), `storage/*`/`files/*` without `aps.*` (-32021).
+    pub gate_reverse_calls: bool,
+    /// Route reverse calls by `params.context.invoke_id` as the Agent does: an unknown or
+    /// finished id, or a missing one while several invokes run, is refused with -32602.
+    pub strict_invoke_context: bool,
+    /// Mint placeholder `sampling_token` / `storage_token` values for v2 invokes whose
+    /// manifest declares the matching capability and whose caller gave none (for local
+    /// runs against the in-memory backends; never use real tokens here).
+    pub dev_tokens: bool,
+}
+
+impl Default for HostOptions {
+    fn default() -> Self {
+        HostOptions {
+            name: None,
+            initialize_timeout: Duration::from_secs(5),
+            skip_initialize: false,
+            describe_timeout: Duration::from_secs(5),
+            first_launch: false,
+            first_launch_describe_timeout: Duration::from_secs(60),
+            invoke_timeout: Duration::from_secs(60),
+            health_timeout: Duration::from_secs(3),
+            request_timeout: Duration::from_secs(30),
+            shutdown: ShutdownPolicy::default(),
+            restart: RestartPolicy::default(),
+            max_frame_bytes: DEFAULT_MAX_FRAME_BYTES,
+            client_name: "executa-host".to_owned(),
+            client_version: env!("CARGO_PKG_VERSION").to_owned(),
+            file_transport: true,
+            reverse_workers: 4,
+            reverse_queue: 64,
+            write_queue: 1024,
+            progress_queue: 1024,
+            stderr: StderrRelay::Auto,
+            stderr_tail_lines: 20,
+            gate_reverse_calls: true,
+            strict_invoke_context: true,
+            dev_tokens: false,
+        }
+    }
+}
+
+impl HostOptions {
+    /// The `describe` timeout in force (the first-launch allowance when
+    /// [`HostOptions::first_launch`] is set).
+    pub fn effective_describe_timeout(&self) -> Duration {
+        if self.first_launch { self.first_launch_describe_timeout } else { self.describe_timeout }
+    }
+}
+
+/// The Agent's shutdown sequence: close stdin, wait, `SIGTERM`, wait, `SIGKILL`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ShutdownPolicy {
+    /// How long to wait for an exit after closing stdin.
+    pub stdin_grace: Duration,
+    /// How long to wait after `SIGTERM`.
+    pub term_grace: Duration,
+    /// How long to wait for the kernel to reap the process after `SIGKILL` (it cannot be
+    /// ignored, but a process stuck in uninterruptible I/O takes a while).
+    pub kill_wait: Duration,
+}
+
+impl Default for ShutdownPolicy {
+    fn default() -> Self {
+        ShutdownPolicy {
+            stdin_grace: Duration::from_secs(5),
+            term_grace: Duration::from_secs(5),
+            kill_wait: Duration::from_secs(5),
+        }
+    }
+}
+
+/// Restart with exponential backoff after an unexpected exit.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RestartPolicy {
+    /// Restart at all.
+    pub enabled: bool,
+    /// Attempts before giving up (the Agent's 3).
+    pub max_attempts: u32,
+    /// Delay before the first attempt; it doubles on each following one (the Agent's 1 s).
+    pub base_delay: Duration,
+    /// Upper bound on one delay.
+    pub max_delay: Duration,
+    /// A process that stayed up this long before exiting gets a fresh attempt budget.
+    pub reset_after: Duration,
+}
+
+impl Default for RestartPolicy {
+    fn default() -> Self {
+        RestartPolicy {
+            enabled: true,
+            max_attempts: 3,
+            base_delay: Duration::from_secs(1),
+            max_delay: Duration::from_secs(30),
+            reset_after: Duration::from_secs(60),
+        }
+    }
+}
+
+impl RestartPolicy {
+    /// The delay before attempt `n` (1-based): `base * 2^(n-1)`, capped at `max_delay`.
+    pub fn delay(&self, attempt: u32) -> Duration {
+        let shift = attempt.saturating_sub(1).min(20);
+        self.base_delay.saturating_mul(1u32 << shift).min(self.max_delay)
+    }
+}
+
+/// Where the lines a plugin writes on stderr go. Each line is prefixed `[plugin:<name>] `.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum StderrRelay {
+    /// To the `log` facade (target `executa::plugin`, level info) when a logger accepts it,
+    /// otherwise to this process's stderr.
+    #[default]
+    Auto,
+    /// Always to the `log` facade.
+    Log,
+    /// Always to this process's stderr.
+    Stderr,
+    /// Nowhere (the recent lines are still kept for error messages).
+    Quiet,
+}
