@@ -5,9 +5,9 @@ use std::borrow::Cow;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::Ordering;
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use crate::context::{Invocation, LegacyFields};
 use crate::error::{RpcError, codes};
@@ -109,7 +109,7 @@ impl Runtime {
             Method::Shutdown => {
                 self.accepting.store(false, Ordering::Release);
                 log::info!("executa: `shutdown` received; refusing new invokes until stdin closes");
-                self.reply_value(&id, &json!({}));
+                self.reply_value(&id, &Empty {});
             }
             Method::Other(name) => {
                 let error = RpcError::new(codes::METHOD_NOT_FOUND, format!("method not found: {name}"));
@@ -152,7 +152,7 @@ impl Runtime {
                 return Err((id, RpcError::new(codes::INVALID_PARAMS, msg)));
             }
         };
-        let Some(&tool) = self.tool_index.get(p.tool.as_ref()) else {
+        let Some(tool) = self.tool_index(&p.tool) else {
             let msg = format!("unknown tool: {}", p.tool);
             return Err((id, RpcError::with_code(codes::METHOD_NOT_FOUND, "TOOL_NOT_FOUND", msg)));
         };
@@ -220,11 +220,8 @@ impl Runtime {
                 frame
             }
             Ok(Err(e)) => {
-                let mut body = json!({ "success": false, "error": e.message() });
-                if let Some(details) = e.details() {
-                    body["details"] = details.clone();
-                }
-                self.result_frame(&id, &body)
+                let body = Failure { success: false, error: e.message(), details: e.details(), data: None };
+                value_frame(&id, &body)
             }
             Err(panic) => {
                 let what = panic_message(panic.as_ref());
@@ -241,25 +238,12 @@ impl Runtime {
     fn too_large(&self, id: &Id, size: usize) -> Vec<u8> {
         let max = self.opts.max_result_bytes;
         log::warn!("executa: a result of {size} bytes exceeds the {max}-byte limit; sent as a failure");
-        let body = json!({
-            "success": false,
-            "error": format!(
-                "result too large: the response is {size} bytes, above the {max}-byte limit; \
-                 send large payloads through files/* or host/uploadFile"
-            ),
-            "data": { "errorCode": "RESULT_TOO_LARGE", "result_size_bytes": size, "max_payload_bytes": max },
-        });
-        self.result_frame(id, &body)
-    }
-
-    fn result_frame(&self, id: &Id, body: &Value) -> Vec<u8> {
-        let mut frame = Vec::with_capacity(128);
-        frame.extend_from_slice(b"{\"jsonrpc\":\"2.0\",\"id\":");
-        frame.extend_from_slice(id.as_str().as_bytes());
-        frame.extend_from_slice(b",\"result\":");
-        wire::serialize_into(&mut frame, body);
-        frame.extend_from_slice(b"}\n");
-        frame
+        let error = format!(
+            "result too large: the response is {size} bytes, above the {max}-byte limit; \
+             send large payloads through files/* or host/uploadFile"
+        );
+        let data = TooLarge { error_code: "RESULT_TOO_LARGE", result_size_bytes: size, max_payload_bytes: max };
+        value_frame(id, &Failure { success: false, error: &error, details: None, data: Some(data) })
     }
 
     fn reply(&self, id: &Id, result: &RawValue) {
@@ -268,14 +252,8 @@ impl Runtime {
         self.peer.out.send(frame);
     }
 
-    fn reply_value<T: serde::Serialize>(&self, id: &Id, result: &T) {
-        let mut frame = Vec::with_capacity(128);
-        frame.extend_from_slice(b"{\"jsonrpc\":\"2.0\",\"id\":");
-        frame.extend_from_slice(id.as_str().as_bytes());
-        frame.extend_from_slice(b",\"result\":");
-        wire::serialize_into(&mut frame, result);
-        frame.extend_from_slice(b"}\n");
-        self.peer.out.send(frame);
+    fn reply_value<T: Serialize>(&self, id: &Id, result: &T) {
+        self.peer.out.send(value_frame(id, result));
     }
 
     pub(crate) fn reply_error(&self, id: &Id, error: &RpcError) {
@@ -283,6 +261,40 @@ impl Runtime {
         wire::write_error(&mut frame, id.as_raw(), error);
         self.peer.out.send(frame);
     }
+}
+
+/// Serializes as `{}`.
+#[derive(Serialize)]
+struct Empty {}
+
+/// The envelope of a failed invoke: `{success:false, error, details?, data?}`.
+#[derive(Serialize)]
+struct Failure<'a> {
+    success: bool,
+    error: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    details: Option<&'a Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    data: Option<TooLarge>,
+}
+
+#[derive(Serialize)]
+struct TooLarge {
+    #[serde(rename = "errorCode")]
+    error_code: &'static str,
+    result_size_bytes: usize,
+    max_payload_bytes: usize,
+}
+
+/// A response frame whose result is any serializable value.
+fn value_frame<T: Serialize + ?Sized>(id: &Id, result: &T) -> Vec<u8> {
+    let mut frame = Vec::with_capacity(128);
+    frame.extend_from_slice(b"{\"jsonrpc\":\"2.0\",\"id\":");
+    frame.extend_from_slice(id.as_str().as_bytes());
+    frame.extend_from_slice(b",\"result\":");
+    wire::serialize_into(&mut frame, result);
+    frame.extend_from_slice(b"}\n");
+    frame
 }
 
 fn internal(e: impl std::fmt::Display) -> RpcError {

@@ -6,7 +6,6 @@
 //! never deadlock the process. Removal happens under the lock, so each id completes
 //! exactly once; an answer to an unknown or already-settled id is logged and dropped.
 
-use std::collections::HashMap;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -28,7 +27,8 @@ pub(crate) struct Pending {
 
 struct Table {
     open: Option<String>,
-    waiting: HashMap<u64, Sender<Answer>>,
+    /// Few calls wait at once (one per blocked handler), so a vector beats a hash map.
+    waiting: Vec<(u64, Sender<Answer>)>,
 }
 
 /// A registered call: its wire id and the receiver its answer arrives on. The receiver
@@ -39,13 +39,20 @@ pub(crate) struct Ticket {
     pub answer: Receiver<Answer>,
 }
 
+impl Table {
+    fn take(&mut self, number: u64) -> Option<Sender<Answer>> {
+        let at = self.waiting.iter().position(|(k, _)| *k == number)?;
+        Some(self.waiting.swap_remove(at).1)
+    }
+}
+
 impl Pending {
     /// An empty table. `prefix` must be plain ASCII without quotes.
     pub fn new(prefix: &'static str) -> Self {
         Pending {
             prefix,
             next: AtomicU64::new(1),
-            table: Mutex::new(Table { open: None, waiting: HashMap::new() }),
+            table: Mutex::new(Table { open: None, waiting: Vec::new() }),
         }
     }
 
@@ -59,13 +66,13 @@ impl Pending {
         if let Some(why) = &table.open {
             return Err(why.clone());
         }
-        table.waiting.insert(number, tx);
+        table.waiting.push((number, tx));
         Ok(Ticket { number, wire_id, answer: rx })
     }
 
     /// Forgets a call whose waiter gave up (timeout); a late answer is then dropped.
     pub fn forget(&self, number: u64) {
-        self.lock().waiting.remove(&number);
+        self.lock().take(number);
     }
 
     /// Delivers an answer. Returns `false` (after logging) when the id is not ours or was
@@ -75,7 +82,7 @@ impl Pending {
             log::warn!("executa: dropped an answer with unknown id {}", id.get());
             return false;
         };
-        let Some(tx) = self.lock().waiting.remove(&number) else {
+        let Some(tx) = self.lock().take(number) else {
             log::warn!("executa: dropped an answer for id {} (timed out or already settled)", id.get());
             return false;
         };
@@ -86,7 +93,7 @@ impl Pending {
 
     /// Whether `id` names a call that is still waiting.
     pub fn is_waiting(&self, id: &RawValue) -> bool {
-        self.parse_id(id).is_some_and(|n| self.lock().waiting.contains_key(&n))
+        self.parse_id(id).is_some_and(|n| self.lock().waiting.iter().any(|(k, _)| *k == n))
     }
 
     /// Fails every waiting call at once and refuses new ones, with `why`.

@@ -1,6 +1,5 @@
 //! The author-facing builder: describe the plugin, add tools, run.
 
-use std::collections::HashSet;
 use std::io::{Read, Write};
 
 use serde_json::value::RawValue;
@@ -139,20 +138,20 @@ impl Plugin {
     /// every orderly end (stdin closed, SIGTERM/SIGINT, host gone), 1 only when the
     /// runtime could not start. Blocks until then.
     ///
-    /// Started with `--describe`, it prints the manifest (pretty JSON) and exits 0, for
+    /// Started with `--describe`, it prints the manifest (one line of JSON) and exits 0, for
     /// publishing `manifest.json`. Installs the stderr logger unless the author installed
     /// one (level from `EXECUTA_LOG`). Unless disabled, guards stdout (see
     /// [`Options::stdout_guard`]).
     pub fn run(self) -> ! {
         crate::logger::init_logger();
         if std::env::args().skip(1).any(|a| a == "--describe") {
-            let code = match serde_json::to_string_pretty(&self.manifest()) {
-                Ok(text) => {
-                    println!("{text}");
+            let code = match self.into_parts() {
+                Ok(parts) => {
+                    println!("{}", parts.manifest_json.get());
                     0
                 }
                 Err(e) => {
-                    eprintln!("executa: manifest failed to serialize: {e}");
+                    eprintln!("executa: invalid plugin definition: {e}");
                     1
                 }
             };
@@ -195,8 +194,8 @@ impl Plugin {
 
     fn into_parts(self) -> Result<Parts> {
         let manifest = self.manifest();
-        let mut seen = HashSet::new();
-        if let Some(dup) = manifest.tools.iter().find(|t| !seen.insert(t.name.as_str())) {
+        let tools = &manifest.tools;
+        if let Some(dup) = tools.iter().enumerate().find(|(i, t)| tools[..*i].iter().any(|u| u.name == t.name)).map(|(_, t)| t) {
             return Err(Error::Protocol(format!("two tools are named `{}`", dup.name)));
         }
         let manifest_json = serde_json::to_string(&manifest).and_then(RawValue::from_string)?;

@@ -9,7 +9,6 @@
 //! The main thread waits for an event (signal, end of input, broken output), drains
 //! in-flight invokes within the grace period, flushes the writer, and returns.
 
-use std::collections::HashMap;
 use std::io::{Read, Write};
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
@@ -64,7 +63,6 @@ pub(crate) struct Runtime {
     pub version: String,
     pub manifest_json: Box<RawValue>,
     pub tools: Vec<Tool>,
-    pub tool_index: HashMap<String, usize>,
     pub uses: Vec<&'static str>,
     pub health: Option<HealthHook>,
     pub opts: Options,
@@ -164,7 +162,6 @@ fn spawn<F: FnOnce() + Send + 'static>(name: &str, f: F) -> Result<thread::JoinH
 
 impl Runtime {
     fn new(parts: Parts, out: Outbox, events: Notifier, jobs: Receiver<Job>) -> Runtime {
-        let tool_index = parts.tools.iter().enumerate().map(|(i, t)| (t.spec.name.clone(), i)).collect();
         let peer = Arc::new(Peer {
             out,
             pending: Pending::new("ex-"),
@@ -177,7 +174,6 @@ impl Runtime {
             manifest_json: parts.manifest_json,
             pool: Pool::new(parts.opts.max_concurrent_invokes),
             tools: parts.tools,
-            tool_index,
             uses: parts.uses,
             health: parts.health,
             opts: parts.opts,
@@ -186,6 +182,12 @@ impl Runtime {
             events,
             jobs,
         }
+    }
+
+    /// The index of a tool by name. Plugins have a handful of tools, so a linear scan of
+    /// short strings is as fast as hashing and keeps the binary small.
+    pub(crate) fn tool_index(&self, name: &str) -> Option<usize> {
+        self.tools.iter().position(|t| t.spec.name == name)
     }
 
     /// Starts one extra worker thread (already counted by the pool).

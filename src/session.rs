@@ -9,7 +9,7 @@
 
 use std::sync::Mutex;
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
 /// The protocol version a session runs.
@@ -80,15 +80,35 @@ impl Session {
         };
         log::debug!("executa: negotiated {:?} with {:?}", n.version, n.client_name);
         *self.0.lock().unwrap_or_else(|p| p.into_inner()) = n;
-        let info = json!({ "name": name, "version": version });
-        json!({
-            "protocolVersion": text,
-            "server_info": info,
-            "serverInfo": info,
-            "capabilities": caps,
-            "client_capabilities": caps,
-        })
+        let info = ServerInfo { name, version };
+        let caps = Value::Object(caps);
+        let reply = InitReply {
+            protocol_version: text,
+            server_info: &info,
+            server_info_camel: &info,
+            capabilities: &caps,
+            client_capabilities: &caps,
+        };
+        serde_json::to_value(reply).unwrap_or(Value::Null)
     }
+}
+
+#[derive(Serialize)]
+struct ServerInfo<'a> {
+    name: &'a str,
+    version: &'a str,
+}
+
+/// Both key spellings, same content: which one a host reads is undocumented.
+#[derive(Serialize)]
+struct InitReply<'a> {
+    #[serde(rename = "protocolVersion")]
+    protocol_version: &'a str,
+    server_info: &'a ServerInfo<'a>,
+    #[serde(rename = "serverInfo")]
+    server_info_camel: &'a ServerInfo<'a>,
+    capabilities: &'a Value,
+    client_capabilities: &'a Value,
 }
 
 #[derive(Default, Deserialize)]

@@ -1,0 +1,370 @@
+//! [`Host`]: a supervised plugin. Starts it with the full handshake, serves its calls from
+//! any number of threads, restarts it after an unexpected exit, and shuts it down as the
+//! Agent does.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{Sender, bounded};
+use serde::Serialize;
+use serde_json::value::RawValue;
+
+use super::command::PluginCommand;
+use super::context::InvokeOptions;
+use super::dispatch::{Dispatcher, Handlers};
+use super::options::HostOptions;
+use super::process::{ExitNotify, PluginProcess};
+use super::supervisor::{self, Event};
+use super::types::{Health, InvokeResult, Negotiated, ShutdownReport, StdoutNoise};
+use super::{lock, spawn_named};
+use crate::error::{Error, Result};
+use crate::manifest::Manifest;
+
+/// Where a [`Host`] stands.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum HostState {
+    /// A process is serving (as far as the supervisor knows).
+    Running,
+    /// The process exited unexpectedly; a restart is pending or under way.
+    Restarting {
+        /// The attempt being made (1-based).
+        attempt: u32,
+        /// The attempt budget.
+        of: u32,
+    },
+    /// The plugin is down for good (restarts disabled or exhausted); the text says why.
+    Failed(String),
+    /// [`Host::shutdown`] ran.
+    Stopped,
+}
+
+/// A snapshot of a [`Host`]'s supervision.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HostStatus {
+    /// The current state.
+    pub state: HostState,
+    /// Successful restarts so far.
+    pub restarts: u32,
+    /// How the last process ended (exit status and stderr tail), if one did.
+    pub last_exit: Option<String>,
+    /// The pid of the serving process.
+    pub pid: Option<u32>,
+}
+
+/// One live process with its handshake results.
+pub(crate) struct Session {
+    pub(crate) process: PluginProcess,
+    pub(crate) negotiated: Negotiated,
+    pub(crate) manifest: Arc<Manifest>,
+    pub(crate) generation: u64,
+    pub(crate) started: Instant,
+}
+
+pub(crate) struct Slot {
+    pub(crate) session: Option<Arc<Session>>,
+    pub(crate) state: HostState,
+    pub(crate) restarts: u32,
+    /// Restart attempts spent since the last stable run.
+    pub(crate) attempt: u32,
+    pub(crate) last_exit: Option<String>,
+}
+
+/// Everything the supervisor thread shares with the [`Host`] handle.
+pub(crate) struct Core {
+    pub(crate) cmd: PluginCommand,
+    pub(crate) opts: Arc<HostOptions>,
+    pub(crate) label: String,
+    dispatch: Dispatcher,
+    pub(crate) slot: Mutex<Slot>,
+    pub(crate) changed: Condvar,
+    events: Sender<Event>,
+    next_generation: AtomicU64,
+}
+
+impl Core {
+    /// Spawns a process and runs `initialize` and `describe`. On failure the process is
+    /// shut down and the error says why (with its exit status when it died).
+    pub(crate) fn launch(&self) -> Result<Arc<Session>> {
+        let generation = self.next_generation.fetch_add(1, Ordering::Relaxed);
+        let notify = ExitNotify { tx: self.events.clone(), generation };
+        let process = PluginProcess::spawn_with(&self.cmd, self.opts.clone(), self.dispatch.clone(), Some(notify))?;
+        let handshake = (|| {
+            let negotiated =
+                if self.opts.skip_initialize { process.skip_initialize() } else { process.initialize()? };
+            let manifest = process.describe()?;
+            Ok::<_, Error>((negotiated, manifest))
+        })();
+        match handshake {
+            Ok((negotiated, manifest)) => {
+                Ok(Arc::new(Session { process, negotiated, manifest, generation, started: Instant::now() }))
+            }
+            Err(e) => {
+                let report = process.shutdown();
+                log::debug!("[plugin:{}] start failed ({e}); {report}", self.label);
+                Err(e)
+            }
+        }
+    }
+
+    /// Installs a session and wakes [`Host::wait_ready`] callers. Hands the session back
+    /// when the host was stopped meanwhile.
+    pub(crate) fn install(&self, session: Arc<Session>, restarted: bool) -> Result<(), Arc<Session>> {
+        let mut slot = lock(&self.slot);
+        if slot.state == HostState::Stopped {
+            return Err(session);
+        }
+        slot.session = Some(session);
+        slot.state = HostState::Running;
+        slot.restarts += u32::from(restarted);
+        drop(slot);
+        self.changed.notify_all();
+        Ok(())
+    }
+
+    /// Moves to `state` unless the host was stopped; `false` when it was.
+    pub(crate) fn set_state(&self, state: HostState) -> bool {
+        let mut slot = lock(&self.slot);
+        if slot.state == HostState::Stopped {
+            return false;
+        }
+        slot.state = state;
+        drop(slot);
+        self.changed.notify_all();
+        true
+    }
+
+    fn session(&self) -> Result<Arc<Session>> {
+        let slot = lock(&self.slot);
+        match &slot.session {
+            Some(s) => Ok(s.clone()),
+            None => Err(Error::Disconnected(self.not_running(&slot))),
+        }
+    }
+
+    fn not_running(&self, slot: &Slot) -> String {
+        let last = slot.last_exit.as_deref().unwrap_or("no exit recorded");
+        match &slot.state {
+            HostState::Restarting { attempt, of } => {
+                format!("plugin `{}` is restarting (attempt {attempt} of {of}) after: {last}", self.label)
+            }
+            HostState::Failed(why) => format!("plugin `{}` is down: {why}", self.label),
+            HostState::Stopped => format!("plugin `{}` was shut down", self.label),
+            HostState::Running => format!("plugin `{}` is not running: {last}", self.label),
+        }
+    }
+}
+
+/// A supervised Executa plugin, driven the way the Agent drives it.
+///
+/// [`Host::start`] spawns the plugin, negotiates (`initialize`, with silent fallback to
+/// 1.1) and reads its manifest (`describe`). Calls take `&self`, so one `Host` (shared by
+/// reference or in an `Arc`) serves many threads with many invokes in flight. Reverse
+/// calls go to the [`Handlers`] given at start, on worker threads.
+///
+/// When the process exits on its own, calls in flight fail at once with
+/// [`Error::Disconnected`] naming the exit status and the last stderr lines; a supervisor
+/// thread restarts it with exponential backoff ([`HostOptions::restart`]) and re-reads the
+/// manifest. Calls made while no process is up fail at once the same way (use
+/// [`Host::wait_ready`] to wait for a restart).
+///
+/// Dropping a `Host` runs [`Host::shutdown`], which blocks for at most the shutdown
+/// sequence (15 s by default, only when the plugin ignores stdin EOF and `SIGTERM`).
+///
+/// ```no_run
+/// use executa::host::{Handlers, Host, HostOptions, PluginCommand};
+/// let cmd = PluginCommand::new("python3").arg("plugin.py");
+/// let host = Host::start(cmd, HostOptions::default(), Handlers::dev_backends())?;
+/// let result = host.invoke("echo", &serde_json::json!({"text": "hi"}))?;
+/// println!("{} {}", result.success, result.data);
+/// let report = host.shutdown();
+/// # Ok::<(), executa::error::Error>(())
+/// ```
+pub struct Host {
+    core: Arc<Core>,
+    supervisor: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl Host {
+    /// Spawns the plugin, runs `initialize` (falling back silently to 1.1) and `describe`,
+    /// and starts supervising it. Blocks for the handshake: at most the initialize and
+    /// describe timeouts. Fails when the program cannot start, or dies or misbehaves before
+    /// its manifest is read (the process is then shut down; it is not restarted).
+    pub fn start(cmd: PluginCommand, opts: HostOptions, handlers: Handlers) -> Result<Host> {
+        let label = opts.name.clone().unwrap_or_else(|| cmd.label());
+        let dispatch = Dispatcher::start(handlers, &opts, &label)?;
+        let (events, events_rx) = bounded(16);
+        let core = Arc::new(Core {
+            cmd,
+            opts: Arc::new(opts),
+            label: label.clone(),
+            dispatch,
+            slot: Mutex::new(Slot {
+                session: None,
+                state: HostState::Running,
+                restarts: 0,
+                attempt: 0,
+                last_exit: None,
+            }),
+            changed: Condvar::new(),
+            events,
+            next_generation: AtomicU64::new(1),
+        });
+        let session = core.launch()?;
+        // Nobody else can have stopped a host that does not exist yet.
+        let _ = core.install(session, false);
+        let sup_core = core.clone();
+        let handle = spawn_named(format!("executa-sup:{label}"), move || supervisor::run(&sup_core, &events_rx))?;
+        Ok(Host { core, supervisor: Mutex::new(Some(handle)) })
+    }
+
+    /// The label used in logs and errors.
+    pub fn label(&self) -> &str {
+        &self.core.label
+    }
+
+    /// The manifest of the serving process (re-read after each restart).
+    /// Fails with [`Error::Disconnected`] when no process is up.
+    pub fn manifest(&self) -> Result<Arc<Manifest>> {
+        Ok(self.core.session()?.manifest.clone())
+    }
+
+    /// The handshake outcome of the serving process.
+    /// Fails with [`Error::Disconnected`] when no process is up.
+    pub fn negotiated(&self) -> Result<Negotiated> {
+        Ok(self.core.session()?.negotiated.clone())
+    }
+
+    /// Calls a tool with default options. See [`Host::invoke_with`].
+    pub fn invoke<A: Serialize + ?Sized>(&self, tool: &str, arguments: &A) -> Result<InvokeResult> {
+        self.invoke_with(tool, arguments, &InvokeOptions::default())
+    }
+
+    /// Calls a tool with a fresh `context` (invoke id, credentials, `deadline_ms`, tokens).
+    /// Blocks until the reply or the timeout (`opts.timeout`, else the manifest tool's
+    /// `timeout`, else [`HostOptions::invoke_timeout`]). Errors: [`Error::Remote`] for an
+    /// error frame, [`Error::Protocol`] for a result without `success`,
+    /// [`Error::Timeout`], [`Error::FrameTooLarge`], [`Error::Disconnected`] when the
+    /// process is down or dies meanwhile.
+    pub fn invoke_with<A: Serialize + ?Sized>(
+        &self,
+        tool: &str,
+        arguments: &A,
+        opts: &InvokeOptions,
+    ) -> Result<InvokeResult> {
+        self.core.session()?.process.invoke(tool, arguments, opts)
+    }
+
+    /// Probes `health` (3 s by default); -32601 counts as healthy. Errors as for
+    /// [`Host::invoke_with`].
+    pub fn health(&self) -> Result<Health> {
+        self.core.session()?.process.health()
+    }
+
+    /// Sends any request and blocks until its raw result, an error frame, `timeout`
+    /// (default [`HostOptions::request_timeout`]) or a disconnect.
+    pub fn request<P: Serialize + ?Sized>(
+        &self,
+        method: &str,
+        params: &P,
+        timeout: Option<Duration>,
+    ) -> Result<Box<RawValue>> {
+        let timeout = timeout.unwrap_or(self.core.opts.request_timeout);
+        self.core.session()?.process.request(method, params, timeout)
+    }
+
+    /// Sends a notification; blocks only while the write queue is full, at most
+    /// [`HostOptions::request_timeout`].
+    pub fn notify<P: Serialize + ?Sized>(&self, method: &str, params: &P) -> Result<()> {
+        self.core.session()?.process.notify(method, params, self.core.opts.request_timeout)
+    }
+
+    /// Supervision state, restart count, last exit and pid. Never blocks for long.
+    pub fn status(&self) -> HostStatus {
+        let slot = lock(&self.core.slot);
+        HostStatus {
+            state: slot.state.clone(),
+            restarts: slot.restarts,
+            last_exit: slot.last_exit.clone(),
+            pid: slot.session.as_ref().map(|s| s.process.pid()),
+        }
+    }
+
+    /// Blocks until a process is serving (returns at once when one is), up to `timeout`.
+    /// Fails with [`Error::Disconnected`] once the host has failed or stopped, and with
+    /// [`Error::Timeout`] when time runs out first.
+    pub fn wait_ready(&self, timeout: Duration) -> Result<()> {
+        let deadline = Instant::now() + timeout;
+        let mut slot = lock(&self.core.slot);
+        loop {
+            match (&slot.state, &slot.session) {
+                (HostState::Running, Some(_)) => return Ok(()),
+                (HostState::Failed(_) | HostState::Stopped, _) => {
+                    return Err(Error::Disconnected(self.core.not_running(&slot)));
+                }
+                _ => {}
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Err(Error::Timeout { method: "wait_ready".to_owned(), after: timeout });
+            }
+            slot = match self.core.changed.wait_timeout(slot, left) {
+                Ok((g, _)) => g,
+                Err(p) => p.into_inner().0,
+            };
+        }
+    }
+
+    /// The serving process's recent stderr lines (empty when none is up).
+    pub fn stderr_tail(&self) -> Vec<String> {
+        self.core.session().map(|s| s.process.stderr_tail()).unwrap_or_default()
+    }
+
+    /// What the serving process wrote on stdout that was not a frame.
+    pub fn stdout_noise(&self) -> StdoutNoise {
+        self.core.session().map(|s| s.process.stdout_noise()).unwrap_or_default()
+    }
+
+    /// Stops supervision and runs the Agent's shutdown sequence on the serving process
+    /// (close stdin, wait, `SIGTERM`, wait, `SIGKILL`, per [`HostOptions::shutdown`]).
+    /// Returns how it ended, or `None` when no process was up. Blocks for at most the
+    /// shutdown sequence. Idempotent.
+    pub fn shutdown(&self) -> Option<ShutdownReport> {
+        let session = {
+            let mut slot = lock(&self.core.slot);
+            slot.state = HostState::Stopped;
+            slot.session.take()
+        };
+        self.core.changed.notify_all();
+        let _ = self.core.events.try_send(Event::Stop);
+        let report = session.map(|s| s.process.shutdown());
+        self.reap_supervisor();
+        report
+    }
+
+    /// Joins the supervisor if it has stopped within a moment; one busy with a restart
+    /// handshake is left to notice [`HostState::Stopped`] and clean up by itself.
+    fn reap_supervisor(&self) {
+        let Some(handle) = lock(&self.supervisor).take() else { return };
+        let deadline = Instant::now() + Duration::from_millis(200);
+        while !handle.is_finished() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        if handle.is_finished() && handle.join().is_err() {
+            log::error!("[plugin:{}] the supervisor thread panicked", self.core.label);
+        }
+    }
+}
+
+impl Drop for Host {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
+
+impl std::fmt::Debug for Host {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Host").field("label", &self.core.label).field("status", &self.status()).finish()
+    }
+}

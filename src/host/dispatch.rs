@@ -1,0 +1,350 @@
+//! Serving the plugin's reverse calls and progress notifications.
+//!
+//! The host author supplies [`Handlers`]: closures per method and/or [`Service`]s (such as
+//! the in-memory backends). Reverse calls run on a small pool of worker threads, never on
+//! the reader, so a slow handler cannot stall replies to other calls. Progress events go to
+//! one event thread, in order, through a bounded queue (dropped when full: progress is
+//! best-effort on the platform too).
+
+use std::collections::HashMap;
+use std::fmt;
+use std::io;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::Arc;
+use std::time::Duration;
+
+use crossbeam_channel::{Receiver, Sender, TrySendError, bounded};
+use serde_json::value::RawValue;
+use serde_json::{Map, Value};
+
+use super::lock;
+use super::options::HostOptions;
+use super::process::Shared;
+use super::spawn_named;
+use super::types::ProtocolVersion;
+use crate::error::{RpcError, codes};
+use crate::id::Id;
+use crate::wire;
+
+/// A handler for one reverse method.
+pub type HandlerFn = dyn Fn(&ReverseCall) -> Result<Value, RpcError> + Send + Sync;
+
+/// A progress callback.
+pub type ProgressFn = dyn Fn(&Progress) + Send + Sync;
+
+/// A backend answering a family of reverse methods (for example `storage/*`).
+pub trait Service: Send + Sync {
+    /// Whether this service answers `method`.
+    fn handles(&self, method: &str) -> bool;
+    /// Answers one call. Runs on a reverse-call worker thread; it may block, but while it
+    /// does that worker serves nothing else.
+    fn call(&self, call: &ReverseCall) -> Result<Value, RpcError>;
+}
+
+/// One reverse call from the plugin, as a handler sees it.
+#[derive(Clone, Debug)]
+pub struct ReverseCall {
+    /// The method, e.g. `sampling/createMessage`.
+    pub method: String,
+    /// The params with the routing fields `context` and `_clientTimeoutS` removed
+    /// (an empty object when the plugin sent none).
+    pub params: Value,
+    /// The invoke this call belongs to (resolved as the Agent does; see
+    /// [`HostOptions::strict_invoke_context`]).
+    pub invoke_id: Option<String>,
+    /// The plugin's own timeout hint (`_clientTimeoutS`).
+    pub client_timeout: Option<Duration>,
+    /// The request id as the plugin sent it.
+    pub id: Id,
+}
+
+/// One `executa/progress` notification.
+#[derive(Clone, Debug)]
+pub struct Progress {
+    /// `params.context.invoke_id`, which correlates the event with its invoke.
+    pub invoke_id: Option<String>,
+    /// `progress` or `tool_update` (any other type is reported as `progress`, as the Agent
+    /// does, so a plugin cannot fake other states).
+    pub kind: String,
+    /// `params.data`.
+    pub data: Value,
+    /// Whether `invoke_id` names an invoke in flight at the time (the Agent drops the rest).
+    pub active: bool,
+    /// The label of the plugin that sent it.
+    pub plugin: String,
+}
+
+/// The reverse-call handlers and progress callback of a host.
+#[derive(Clone, Default)]
+pub struct Handlers {
+    methods: HashMap<String, Arc<HandlerFn>>,
+    services: Vec<Arc<dyn Service>>,
+    progress: Option<Arc<ProgressFn>>,
+}
+
+impl Handlers {
+    /// No handlers: every reverse call is answered -32601, progress is dropped.
+    pub fn new() -> Self {
+        Handlers::default()
+    }
+
+    /// The in-memory development backends: [`MemoryStorage`](super::MemoryStorage) for
+    /// `storage/*` and an echoing [`ScriptedSampling`](super::ScriptedSampling).
+    pub fn dev_backends() -> Self {
+        Handlers::new()
+            .service(Arc::new(super::backends::MemoryStorage::new()))
+            .service(Arc::new(super::backends::ScriptedSampling::echo()))
+    }
+
+    /// Answers `method` with `f` (takes precedence over services).
+    pub fn on<F>(mut self, method: impl Into<String>, f: F) -> Self
+    where
+        F: Fn(&ReverseCall) -> Result<Value, RpcError> + Send + Sync + 'static,
+    {
+        self.methods.insert(method.into(), Arc::new(f));
+        self
+    }
+
+    /// Adds a service; services are asked in the order added.
+    pub fn service(mut self, service: Arc<dyn Service>) -> Self {
+        self.services.push(service);
+        self
+    }
+
+    /// Delivers `executa/progress` notifications to `f`, in order, on one event thread.
+    pub fn on_progress<F>(mut self, f: F) -> Self
+    where
+        F: Fn(&Progress) + Send + Sync + 'static,
+    {
+        self.progress = Some(Arc::new(f));
+        self
+    }
+
+    fn call(&self, call: &ReverseCall) -> Result<Value, RpcError> {
+        if let Some(f) = self.methods.get(&call.method) {
+            return f(call);
+        }
+        match self.services.iter().find(|s| s.handles(&call.method)) {
+            Some(s) => s.call(call),
+            None => Err(RpcError::with_code(
+                codes::METHOD_NOT_FOUND,
+                "METHOD_NOT_FOUND",
+                format!("the host has no handler for `{}`", call.method),
+            )),
+        }
+    }
+}
+
+impl fmt::Debug for Handlers {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut methods: Vec<_> = self.methods.keys().collect();
+        methods.sort();
+        f.debug_struct("Handlers")
+            .field("methods", &methods)
+            .field("services", &self.services.len())
+            .field("progress", &self.progress.is_some())
+            .finish()
+    }
+}
+
+/// A reverse request waiting for a worker.
+pub(crate) struct Job {
+    pub(crate) shared: Arc<Shared>,
+    pub(crate) id: Id,
+    pub(crate) method: String,
+    pub(crate) params: Option<Box<RawValue>>,
+}
+
+/// The worker pool and event thread of one host, shared by its successive processes.
+/// The threads end when the last clone is dropped (their queues disconnect).
+#[derive(Clone)]
+pub(crate) struct Dispatcher {
+    jobs: Sender<Job>,
+    events: Option<Sender<Progress>>,
+}
+
+impl Dispatcher {
+    pub(crate) fn start(handlers: Handlers, opts: &HostOptions, label: &str) -> io::Result<Self> {
+        let progress = handlers.progress.clone();
+        let handlers = Arc::new(handlers);
+        let (jobs, rx) = bounded::<Job>(opts.reverse_queue.max(1));
+        for i in 0..opts.reverse_workers.max(1) {
+            let (rx, handlers) = (rx.clone(), handlers.clone());
+            spawn_named(format!("executa-rpc{i}:{label}"), move || worker(&rx, &handlers))?;
+        }
+        let events = match progress {
+            Some(cb) => {
+                let (tx, rx) = bounded::<Progress>(opts.progress_queue.max(1));
+                spawn_named(format!("executa-evt:{label}"), move || event_loop(&rx, &*cb))?;
+                Some(tx)
+            }
+            None => None,
+        };
+        Ok(Dispatcher { jobs, events })
+    }
+
+    /// Queues a reverse call without blocking; hands it back when the pool is saturated.
+    pub(crate) fn submit(&self, job: Job) -> Result<(), Job> {
+        self.jobs.try_send(job).map_err(|e| match e {
+            TrySendError::Full(j) | TrySendError::Disconnected(j) => j,
+        })
+    }
+
+    /// Queues a progress event without blocking; dropped when nobody listens or the queue
+    /// is full.
+    pub(crate) fn progress(&self, shared: &Shared, params: Option<&RawValue>) {
+        let Some(events) = &self.events else { return };
+        let params: Value = params.and_then(|p| serde_json::from_str(p.get()).ok()).unwrap_or(Value::Null);
+        let invoke_id = params
+            .pointer("/context/invoke_id")
+            .or_else(|| params.get("invoke_id"))
+            .and_then(Value::as_str)
+            .map(str::to_owned);
+        let kind = match params.get("type").and_then(Value::as_str) {
+            Some("tool_update") => "tool_update",
+            _ => "progress",
+        };
+        let active = invoke_id.as_ref().is_some_and(|id| lock(&shared.invokes).contains(id));
+        let event = Progress {
+            invoke_id,
+            kind: kind.to_owned(),
+            data: params.get("data").cloned().unwrap_or(Value::Null),
+            active,
+            plugin: shared.label.clone(),
+        };
+        if events.try_send(event).is_err() {
+            log::debug!("[plugin:{}] progress event dropped (queue full)", shared.label);
+        }
+    }
+}
+
+/// Blocks on the job queue; ends when every [`Dispatcher`] clone is gone.
+fn worker(rx: &Receiver<Job>, handlers: &Handlers) {
+    for job in rx {
+        serve(handlers, job);
+    }
+}
+
+fn event_loop(rx: &Receiver<Progress>, cb: &ProgressFn) {
+    for event in rx {
+        if catch_unwind(AssertUnwindSafe(|| cb(&event))).is_err() {
+            log::error!("executa host: the progress callback panicked; event dropped");
+        }
+    }
+}
+
+fn serve(handlers: &Handlers, job: Job) {
+    let params: Value = job.params.as_ref().and_then(|p| serde_json::from_str(p.get()).ok()).unwrap_or(Value::Null);
+    let outcome = prepare(&job.shared, &job.method, params, &job.id).and_then(|call| {
+        catch_unwind(AssertUnwindSafe(|| handlers.call(&call))).unwrap_or_else(|panic| {
+            Err(RpcError::new(
+                codes::INTERNAL_ERROR,
+                format!("the host's handler for `{}` panicked: {}", call.method, panic_text(&*panic)),
+            ))
+        })
+    });
+    let mut frame = Vec::with_capacity(256);
+    match outcome.and_then(|v| {
+        serde_json::value::to_raw_value(&v)
+            .map_err(|e| RpcError::new(codes::INTERNAL_ERROR, format!("unserializable handler result: {e}")))
+    }) {
+        Ok(raw) => wire::write_response(&mut frame, job.id.as_raw(), &raw),
+        Err(e) => wire::write_error(&mut frame, job.id.as_raw(), &e),
+    }
+    job.shared.send_reply(frame);
+}
+
+fn panic_text(p: &(dyn std::any::Any + Send)) -> String {
+    p.downcast_ref::<&str>()
+        .map(|s| (*s).to_owned())
+        .or_else(|| p.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "non-string panic payload".to_owned())
+}
+
+/// Applies the Agent's gates and invoke routing, and strips the routing fields.
+fn prepare(shared: &Shared, method: &str, params: Value, id: &Id) -> Result<ReverseCall, RpcError> {
+    if shared.opts.gate_reverse_calls {
+        gate(shared, method)?;
+    }
+    let (params, claimed, client_timeout) = match params {
+        Value::Object(mut m) => {
+            let context = m.remove("context");
+            let hint = m.remove("_clientTimeoutS").and_then(|v| v.as_f64());
+            let claimed = context.as_ref().and_then(|c| c.get("invoke_id")).and_then(Value::as_str).map(str::to_owned);
+            (Value::Object(m), claimed, hint.and_then(|s| Duration::try_from_secs_f64(s).ok()))
+        }
+        Value::Null => (Value::Object(Map::new()), None, None),
+        other => (other, None, None),
+    };
+    let invoke_id = if shared.opts.strict_invoke_context { route(shared, claimed)? } else { claimed };
+    Ok(ReverseCall { method: method.to_owned(), params, invoke_id, client_timeout, id: id.clone() })
+}
+
+/// The reverse-method families the Agent gates.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Family {
+    Sampling,
+    Storage,
+    Other,
+}
+
+impl Family {
+    fn of(method: &str) -> Family {
+        if method == "sampling/createMessage" || method == "agent/complete" {
+            Family::Sampling
+        } else if method.starts_with("storage/") || method.starts_with("files/") {
+            Family::Storage
+        } else {
+            Family::Other
+        }
+    }
+}
+
+/// Whether a capability string makes the platform mint a `storage_token` (one predicate
+/// for the mint and every gate: `aps`, `aps.kv`, `aps.files` or any `aps.scope.*`).
+pub(crate) fn grants_storage(cap: &str) -> bool {
+    matches!(cap, "aps" | "aps.kv" | "aps.files") || cap.starts_with("aps.scope.")
+}
+
+fn gate(shared: &Shared, method: &str) -> Result<(), RpcError> {
+    let family = Family::of(method);
+    let not_negotiated = |why: &str| RpcError::with_code(codes::SAMPLING_NOT_NEGOTIATED, "NOT_NEGOTIATED", why);
+    let not_granted = |why: &str| RpcError::with_code(codes::STORAGE_NOT_GRANTED, "STORAGE_NOT_GRANTED", why);
+    if shared.protocol() == ProtocolVersion::V1_1 {
+        let why = "reverse RPC needs a v2 session, and initialize fell back to 1.1";
+        return Err(match family {
+            Family::Sampling => not_negotiated(why),
+            Family::Storage => not_granted(why),
+            Family::Other => RpcError::with_code(codes::METHOD_NOT_FOUND, "REVERSE_RPC_DISABLED", why),
+        });
+    }
+    let Some(manifest) = shared.manifest() else { return Ok(()) };
+    let caps = &manifest.host_capabilities;
+    match family {
+        Family::Sampling if !caps.iter().any(|c| c == "llm.sample") => {
+            Err(not_negotiated("sampling needs `llm.sample` in the manifest's host_capabilities"))
+        }
+        Family::Storage if !caps.iter().any(|c| grants_storage(c)) => {
+            Err(not_granted("storage needs `aps.kv` (or `aps.files`) in the manifest's host_capabilities"))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// The Agent's routing table for `params.context.invoke_id`.
+fn route(shared: &Shared, claimed: Option<String>) -> Result<Option<String>, RpcError> {
+    let active = lock(&shared.invokes);
+    let err = |sym: &str, why: String| RpcError::with_code(codes::INVALID_PARAMS, sym, why);
+    match claimed {
+        Some(id) if active.contains(&id) => Ok(Some(id)),
+        Some(id) => Err(err("UNKNOWN_INVOKE_CONTEXT", format!("invoke_id {id:?} is not an invoke in flight"))),
+        None => match active.len() {
+            1 => Ok(active.iter().next().cloned()),
+            0 => Err(err("UNKNOWN_INVOKE_CONTEXT", "reverse calls are served only while an invoke is in flight".into())),
+            _ => Err(err(
+                "MISSING_INVOKE_CONTEXT",
+                "params.context.invoke_id is missing and several invokes are in flight".into(),
+            )),
+        },
+    }
+}

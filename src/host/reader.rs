@@ -1,0 +1,192 @@
+//! The reader thread: reads the plugin's stdout frame by frame and routes each one.
+//!
+//! Replies are settled straight into the waiting caller. Reverse requests go to the worker
+//! pool and progress notifications to the event thread, both through bounded queues that
+//! the reader never waits on: when the pool is full the request is refused with -32000,
+//! so replies keep flowing. Anything malformed fails only the call it belongs to.
+
+use std::path::{Path, PathBuf};
+use std::process::ChildStdout;
+use std::sync::Arc;
+
+use serde::Deserialize;
+use serde_json::value::RawValue;
+
+use super::dispatch::{Dispatcher, Job};
+use super::process::Shared;
+use crate::error::{Error, RpcError, codes};
+use crate::id::Id;
+use crate::wire::{self, Frame, FrameReader, Message};
+
+/// Runs until stdout reaches end of file or fails, then reports the process's end.
+pub(crate) fn run(stdout: ChildStdout, shared: Arc<Shared>, dispatch: Dispatcher) {
+    let mut frames = FrameReader::new(stdout, shared.opts.max_frame_bytes);
+    let cause = loop {
+        match frames.next_frame() {
+            Ok(Some(Frame::Line(line))) => on_line(&shared, &dispatch, line),
+            Ok(Some(Frame::Oversized { head, size })) => on_oversized(&shared, head, size),
+            Ok(None) => break None,
+            Err(e) => break Some(e),
+        }
+    };
+    shared.on_stdout_closed(cause);
+}
+
+fn on_line(shared: &Arc<Shared>, dispatch: &Dispatcher, line: &[u8]) {
+    match wire::parse(line) {
+        Message::Response { id, outcome } => {
+            shared.count_reply();
+            let reply = match outcome {
+                Ok(result) => Ok(result.to_owned()),
+                Err(error) => Err(Error::Remote(wire::parse_error_object(error))),
+            };
+            settle(shared, id, reply);
+        }
+        Message::Request { id: None, method, params } => {
+            if method == "executa/progress" {
+                dispatch.progress(shared, params);
+            } else {
+                log::debug!("[plugin:{}] notification `{method}` dropped", shared.label);
+            }
+        }
+        Message::Request { id: Some(id), method, params } => {
+            let job = Job {
+                shared: shared.clone(),
+                id: Id::from_raw(id),
+                method: method.into_owned(),
+                params: params.map(ToOwned::to_owned),
+            };
+            if let Err(job) = dispatch.submit(job) {
+                let busy = RpcError::with_code(
+                    codes::SERVER_BUSY,
+                    "HOST_BUSY",
+                    "the host's reverse-call queue is full; retry later",
+                );
+                answer_error(shared, &job.id, &busy);
+            }
+        }
+        Message::Invalid { id, reason } => on_invalid(shared, line, id, &reason),
+        Message::Unparsable(reason) => {
+            // A truncated or corrupted reply still names its id early on: fail that call.
+            let head = wire::scan_head(line);
+            if !head.has_method
+                && let Some(n) = head.id.as_ref().and_then(Id::as_u64)
+                && shared.pending.contains(n)
+            {
+                let why = format!("unparsable reply from the plugin: {reason}");
+                shared.pending.settle(n, Err(Error::Protocol(why)));
+                return;
+            }
+            shared.record_noise(line, false);
+        }
+    }
+}
+
+/// Routes a reply to its caller; replies to calls that gave up, or with ids that are not
+/// ours, are dropped.
+fn settle(shared: &Shared, id: &RawValue, reply: super::pending::Reply) {
+    if id.get() == "null" {
+        if !shared.pending.settle_null(reply) {
+            log::debug!("[plugin:{}] unsolicited reply with id null dropped", shared.label);
+        }
+        return;
+    }
+    let settled = id.get().parse::<u64>().is_ok_and(|n| shared.pending.settle(n, reply));
+    if !settled {
+        log::debug!("[plugin:{}] reply to unknown or abandoned id {} dropped", shared.label, id.get());
+    }
+}
+
+/// JSON that is not a valid envelope: a file-transport pointer, a broken reply to a pending
+/// call (that call fails), or noise.
+fn on_invalid(shared: &Shared, line: &[u8], id: Option<&RawValue>, reason: &str) {
+    let pending = id.and_then(|i| i.get().parse::<u64>().ok()).filter(|&n| shared.pending.contains(n));
+    let Some(n) = pending else {
+        shared.record_noise(line, true);
+        return;
+    };
+    if shared.opts.file_transport
+        && let Ok(ptr) = serde_json::from_slice::<FileTransport>(line)
+    {
+        shared.count_reply();
+        let reply = read_file_transport(shared, &ptr.path);
+        shared.pending.settle(n, reply);
+        return;
+    }
+    let why = format!("malformed reply from the plugin: {reason}");
+    shared.pending.settle(n, Err(Error::Protocol(why)));
+}
+
+/// A line longer than the cap: fail the call it answers, or refuse the reverse request it
+/// carries with -32600 `frame_too_large`; the plugin is not killed.
+fn on_oversized(shared: &Shared, head: &[u8], size: usize) {
+    let max = shared.opts.max_frame_bytes;
+    let head = wire::scan_head(head);
+    match (head.id, head.has_method) {
+        (Some(id), false) => {
+            if id.as_u64().is_some_and(|n| shared.pending.settle(n, Err(Error::FrameTooLarge { size, max }))) {
+                shared.count_reply();
+                return;
+            }
+            log::warn!("[plugin:{}] oversized reply ({size} bytes) to unknown id {id} dropped", shared.label);
+        }
+        (Some(id), true) => {
+            let err = RpcError::with_code(
+                codes::INVALID_REQUEST,
+                "frame_too_large",
+                format!("request frame of {size} bytes exceeds the host's {max}-byte cap"),
+            );
+            answer_error(shared, &id, &err);
+        }
+        (None, _) => log::warn!("[plugin:{}] oversized frame ({size} bytes) without an id dropped", shared.label),
+    }
+}
+
+fn answer_error(shared: &Shared, id: &Id, err: &RpcError) {
+    let mut frame = Vec::with_capacity(160);
+    wire::write_error(&mut frame, id.as_raw(), err);
+    shared.try_send(frame);
+}
+
+/// `{"jsonrpc":"2.0","id":N,"__file_transport":"/tmp/....json"}`.
+#[derive(Deserialize)]
+struct FileTransport {
+    #[serde(rename = "__file_transport")]
+    path: PathBuf,
+}
+
+/// Reads and deletes a file-transport response. Only regular files directly inside the
+/// system temp directory are accepted: the host deletes the file afterwards, and a plugin
+/// must not be able to make it delete anything else.
+fn read_file_transport(shared: &Shared, path: &Path) -> super::pending::Reply {
+    let path = checked_transport_path(path).map_err(Error::Protocol)?;
+    let meta = std::fs::metadata(&path)?;
+    let max = shared.opts.max_frame_bytes;
+    let size = usize::try_from(meta.len()).unwrap_or(usize::MAX);
+    if size > max {
+        let _ = std::fs::remove_file(&path);
+        return Err(Error::FrameTooLarge { size, max });
+    }
+    let bytes = std::fs::read(&path);
+    let _ = std::fs::remove_file(&path);
+    let bytes = bytes?;
+    match wire::parse(&bytes) {
+        Message::Response { outcome: Ok(result), .. } => Ok(result.to_owned()),
+        Message::Response { outcome: Err(error), .. } => Err(Error::Remote(wire::parse_error_object(error))),
+        _ => Err(Error::Protocol(format!("file-transport file {} holds no JSON-RPC response", path.display()))),
+    }
+}
+
+fn checked_transport_path(path: &Path) -> Result<PathBuf, String> {
+    let refuse = |why: &str| format!("file transport path {} refused: {why}", path.display());
+    let meta = std::fs::symlink_metadata(path).map_err(|e| refuse(&e.to_string()))?;
+    if !meta.file_type().is_file() {
+        return Err(refuse("not a regular file"));
+    }
+    let canonical = path.canonicalize().map_err(|e| refuse(&e.to_string()))?;
+    let tmp = std::env::temp_dir().canonicalize().map_err(|e| refuse(&e.to_string()))?;
+    if canonical.parent() != Some(tmp.as_path()) {
+        return Err(refuse("only files directly in the temp directory are accepted"));
+    }
+    Ok(canonical)
+}
