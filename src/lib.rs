@@ -1,4 +1,4 @@
-//! placeholder
+#![doc = include_str!("../README.md")]
 #![deny(missing_docs)]
 
 mod context;

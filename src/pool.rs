@@ -158,6 +158,7 @@ impl<J> Pool<J> {
     }
 
     /// Threads alive (dispatch plus extra workers).
+    #[cfg(test)]
     pub fn threads(&self) -> usize {
         self.state().threads
     }

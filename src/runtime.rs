@@ -13,7 +13,7 @@ use std::io::{Read, Write};
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 use std::thread;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, RecvTimeoutError, bounded};
 use serde_json::value::RawValue;
@@ -110,8 +110,13 @@ where
     spawn("executa-reader", move || crate::reader::run(input, reader_rt, jobs_tx))?;
 
     let stopped = supervise(&rt, &mut events);
-    if out_tx.send_timeout(Out::Close, rt.opts.grace).is_ok() {
-        let _ = events.wait_for(Event::WriterDone, Instant::now() + rt.opts.grace);
+    // After a second signal the operator wants out now: give the writer only a moment.
+    let flush_bound = match stopped {
+        Ok(Stopped { reason: StopReason::SecondSignal, .. }) => Duration::from_millis(100),
+        _ => rt.opts.grace,
+    };
+    if out_tx.send_timeout(Out::Close, flush_bound).is_ok() {
+        let _ = events.wait_for(Event::WriterDone, Instant::now() + flush_bound);
     }
     for id in signal_ids {
         signal_hook::low_level::unregister(id);
