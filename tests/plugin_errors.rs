@@ -1,0 +1,396 @@
+//! Error paths and framing of the real `everything` plugin, driven over its stdio pipes.
+
+mod common;
+
+use std::collections::BTreeMap;
+
+use common::Conn;
+use serde_json::json;
+
+#[test]
+fn unknown_method_is_32601() {
+    let mut p = Conn::spawn();
+    p.request(1, "frobnicate", Some(json!({})));
+    let reply = p.recv_until_id("1").0;
+    assert_eq!(reply.error_code(), -32601);
+    assert!(
+        reply.error_message().contains("frobnicate"),
+        "{}",
+        reply.raw
+    );
+    p.finish();
+}
+
+#[test]
+fn unknown_tool_is_32601_naming_the_tool() {
+    let mut p = Conn::spawn();
+    p.invoke(1, "no_such_tool", json!({}));
+    let reply = p.recv_until_id("1").0;
+    assert_eq!(reply.error_code(), -32601);
+    assert!(
+        reply.error_message().contains("no_such_tool"),
+        "{}",
+        reply.raw
+    );
+    p.finish();
+}
+
+#[test]
+fn bad_arguments_are_32602_naming_the_field() {
+    let mut p = Conn::spawn();
+    // Wrong type.
+    p.invoke(1, "sleep", json!({ "ms": "soon" }));
+    let reply = p.recv_until_id("1").0;
+    assert_eq!(reply.error_code(), -32602, "{}", reply.raw);
+    assert!(reply.error_message().contains("`ms`"), "{}", reply.raw);
+    // Missing field.
+    p.invoke(2, "fail", json!({}));
+    let reply = p.recv_until_id("2").0;
+    assert_eq!(reply.error_code(), -32602, "{}", reply.raw);
+    assert!(reply.error_message().contains("`message`"), "{}", reply.raw);
+    // Arguments that are not an object at all.
+    p.invoke(3, "big", json!([1, 2]));
+    let reply = p.recv_until_id("3").0;
+    assert_eq!(reply.error_code(), -32602, "{}", reply.raw);
+    // Invoke params without a tool.
+    p.request(4, "invoke", Some(json!({ "arguments": {} })));
+    let reply = p.recv_until_id("4").0;
+    assert_eq!(reply.error_code(), -32602, "{}", reply.raw);
+    p.finish();
+}
+
+#[test]
+fn notifications_are_never_answered() {
+    let mut p = Conn::spawn();
+    p.send(&json!({ "jsonrpc": "2.0", "method": "health" }));
+    p.send(&json!({ "jsonrpc": "2.0", "method": "describe" }));
+    p.send(&json!({ "jsonrpc": "2.0", "method": "no_such_method" }));
+    p.send(&json!({ "jsonrpc": "2.0", "method": "invoke", "params": { "tool": "echo", "arguments": { "n": 1 } } }));
+    p.send(&json!({ "jsonrpc": "2.0", "method": "invoke", "params": { "tool": "no_such_tool" } }));
+    p.request(7, "health", None);
+    let first = p.recv();
+    assert_eq!(
+        first.raw_id().as_deref(),
+        Some("7"),
+        "the first reply must be the request's: {}",
+        first.raw
+    );
+    // Nothing else is ever written for the notifications.
+    let rest = p.finish();
+    assert!(rest.is_empty(), "notifications were answered: {rest:?}");
+}
+
+#[test]
+fn a_malformed_line_is_32700_with_a_null_id_and_serving_goes_on() {
+    let mut p = Conn::spawn();
+    for bad in [
+        "this is not json",
+        r#"{"jsonrpc":"2.0","id":4,"method":"health""#,
+        r#"{"jsonrpc":"2.0","id":5,"method":"health"} trailing"#,
+        "\u{7f}\u{1}",
+    ] {
+        p.send_line(bad);
+        let reply = p.recv();
+        assert_eq!(
+            reply.raw_id().as_deref(),
+            Some("null"),
+            "for {bad:?}: {}",
+            reply.raw
+        );
+        assert_eq!(reply.error_code(), -32700, "for {bad:?}: {}", reply.raw);
+    }
+    // Invalid UTF-8 is not a valid frame either.
+    p.send_raw(b"{\"jsonrpc\":\"2.0\",\"id\":6,\"method\":\"\xff\xfe\"}\n");
+    let reply = p.recv();
+    assert!(
+        [-32700, -32600].contains(&reply.error_code()),
+        "{}",
+        reply.raw
+    );
+    p.request(8, "health", None);
+    assert_eq!(p.recv_until_id("8").0.result()["status"], "ready");
+    p.finish();
+}
+
+#[test]
+fn non_object_and_wrong_typed_envelopes_are_32600() {
+    let mut p = Conn::spawn();
+    // (line, raw id expected in the reply)
+    let cases = [
+        ("5", "null"),
+        (r#""str""#, "null"),
+        ("null", "null"),
+        ("true", "null"),
+        (r#"{"id":3,"method":7}"#, "3"),
+        (r#"{"jsonrpc":"1.0","id":9,"method":"health"}"#, "9"),
+        (
+            r#"{"jsonrpc":"2.0","id":10,"method":"health","params":5}"#,
+            "10",
+        ),
+        (
+            r#"{"jsonrpc":"2.0","id":11,"method":"health","params":"x"}"#,
+            "11",
+        ),
+        (r#"{"jsonrpc":"2.0","id":12}"#, "12"),
+        (
+            r#"{"jsonrpc":"2.0","id":13,"result":{},"error":{"code":1,"message":"m"}}"#,
+            "13",
+        ),
+    ];
+    for (line, id) in cases {
+        p.send_line(line);
+        let reply = p.recv();
+        assert_eq!(reply.error_code(), -32600, "for {line}: {}", reply.raw);
+        assert_eq!(
+            reply.raw_id().as_deref(),
+            Some(id),
+            "for {line}: {}",
+            reply.raw
+        );
+    }
+    p.request(20, "health", None);
+    assert_eq!(p.recv_until_id("20").0.result()["status"], "ready");
+    p.finish();
+}
+
+/// A JSON array is not a JSON-RPC object (batches are not part of the protocol): it must
+/// be refused with -32600 and a null id, never read positionally as `[id, method, ...]`.
+#[test]
+fn array_frames_are_32600_with_a_null_id() {
+    let mut p = Conn::spawn();
+    for line in [
+        "[1]",
+        r#"[7,"health"]"#,
+        "[]",
+        r#"[{"jsonrpc":"2.0","id":1,"method":"health"}]"#,
+    ] {
+        p.send_line(line);
+        let reply = p.recv();
+        assert!(
+            reply.v.get("result").is_none(),
+            "an array frame was served as a request: {line} -> {}",
+            reply.raw
+        );
+        assert_eq!(reply.error_code(), -32600, "for {line}: {}", reply.raw);
+        assert_eq!(
+            reply.raw_id().as_deref(),
+            Some("null"),
+            "for {line}: {}",
+            reply.raw
+        );
+    }
+    p.finish();
+}
+
+/// JSON-RPC ids are strings, numbers or null: an object, array or boolean id makes the
+/// request invalid (-32600), and is not echoed.
+#[test]
+fn structured_or_boolean_ids_are_32600() {
+    let mut p = Conn::spawn();
+    for id in [r#"{"a":1}"#, "[1]", "true"] {
+        p.send_line(&format!(
+            r#"{{"jsonrpc":"2.0","id":{id},"method":"health"}}"#
+        ));
+        let reply = p.recv();
+        assert!(
+            reply.v.get("result").is_none(),
+            "a request with id {id} was served: {}",
+            reply.raw
+        );
+        assert_eq!(reply.error_code(), -32600, "for id {id}: {}", reply.raw);
+        assert_eq!(
+            reply.raw_id().as_deref(),
+            Some("null"),
+            "for id {id}: {}",
+            reply.raw
+        );
+    }
+    p.finish();
+}
+
+#[test]
+fn ids_of_every_json_type_are_echoed_byte_exactly() {
+    let mut p = Conn::spawn();
+    let ids = [
+        "0",
+        "-1",
+        "18446744073709551615",
+        "-9223372036854775808",
+        "1.5",
+        "1e3",
+        "\"7\"",
+        "\"x\\\"y\"",
+        "\"\"",
+        "\"\\u00e9t\\u00e9\"",
+        "null",
+    ];
+    // One request at a time (a null id cannot be told apart otherwise), through the
+    // three reply paths: a lifecycle result, an invoke result and an error.
+    for id in ids {
+        for (method, params) in [
+            ("health", "null"),
+            ("invoke", r#"{"tool":"echo","arguments":{"k":1}}"#),
+            ("no_such_method", "{}"),
+        ] {
+            p.send_line(&format!(
+                r#"{{"jsonrpc":"2.0","id":{id},"method":"{method}","params":{params}}}"#
+            ));
+            let reply = p.recv();
+            assert_eq!(
+                reply.raw_id().as_deref(),
+                Some(id),
+                "{method} with id {id}: {}",
+                reply.raw
+            );
+            let prefix = format!(r#"{{"jsonrpc":"2.0","id":{id},"#);
+            assert!(
+                reply.raw.starts_with(&prefix),
+                "{method} with id {id}: {}",
+                reply.raw
+            );
+            match method {
+                "no_such_method" => assert_eq!(reply.error_code(), -32601),
+                "invoke" => assert_eq!(reply.data(), &json!({ "k": 1 })),
+                _ => assert_eq!(reply.result()["status"], "ready"),
+            }
+        }
+    }
+    p.finish();
+}
+
+#[test]
+fn crlf_bom_and_blank_lines_are_tolerated() {
+    let mut p = Conn::spawn();
+    let mut input = Vec::new();
+    input
+        .extend_from_slice(b"\xEF\xBB\xBF{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"health\"}\r\n");
+    input.extend_from_slice(b"\n\r\n   \r\n\t\n");
+    input.extend_from_slice(b"{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"describe\"}\r\n");
+    input.extend_from_slice(b"\r\n\n");
+    input.extend_from_slice(
+        b"{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"invoke\",\"params\":{\"tool\":\"echo\",\"arguments\":{\"crlf\":true}}}\r\n",
+    );
+    p.send_raw(&input);
+    let mut replies = BTreeMap::new();
+    for _ in 0..3 {
+        let m = p.recv();
+        replies.insert(m.raw_id().unwrap(), m);
+    }
+    assert_eq!(replies["1"].result()["status"], "ready");
+    assert_eq!(replies["2"].result()["name"], "everything");
+    assert_eq!(replies["3"].data(), &json!({ "crlf": true }));
+    // A last line without any line ending is still served at end of input.
+    p.send_raw(b"{\"jsonrpc\":\"2.0\",\"id\":4,\"method\":\"health\"}");
+    let rest = p.finish();
+    assert_eq!(rest.len(), 1, "blank lines must not be answered: {rest:?}");
+    assert_eq!(rest[0].raw_id().as_deref(), Some("4"));
+    assert_eq!(rest[0].result()["status"], "ready");
+}
+
+#[test]
+fn a_17_mib_line_is_refused_and_the_next_request_is_served() {
+    let mut p = Conn::spawn();
+    let bulk = "x".repeat(17 * 1024 * 1024);
+    // The id comes before the bulk: the refusal carries it.
+    let line = format!(
+        r#"{{"jsonrpc":"2.0","id":"big-1","method":"invoke","params":{{"tool":"echo","arguments":{{"blob":"{bulk}"}}}}}}"#
+    );
+    p.send_line(&line);
+    p.request(2, "health", None);
+    let (refused, _) = p.recv_until_id("\"big-1\"");
+    assert_eq!(refused.error_code(), -32600, "{}", refused.raw);
+    assert_eq!(refused.error()["data"]["errorCode"], "frame_too_large");
+    assert_eq!(
+        refused.error()["data"]["size"].as_u64(),
+        Some(line.len() as u64)
+    );
+    assert!(
+        refused.raw.len() < 4096,
+        "the refusal must not echo the frame"
+    );
+    assert_eq!(p.recv_until_id("2").0.result()["status"], "ready");
+
+    // The id comes after the bulk: the refusal has a null id, and serving goes on.
+    let line = format!(
+        r#"{{"jsonrpc":"2.0","method":"invoke","params":{{"tool":"echo","arguments":{{"blob":"{bulk}"}}}},"id":"big-3"}}"#
+    );
+    drop(bulk);
+    p.send_line(&line);
+    p.invoke(4, "echo", json!({ "after": "big" }));
+    let (refused, _) = p.recv_until_id("null");
+    assert_eq!(refused.error_code(), -32600, "{}", refused.raw);
+    assert_eq!(p.recv_until_id("4").0.data(), &json!({ "after": "big" }));
+    p.finish();
+}
+
+#[test]
+fn a_line_just_under_the_cap_is_served() {
+    let mut p = Conn::spawn();
+    let overhead = r#"{"jsonrpc":"2.0","id":1,"method":"invoke","params":{"tool":"noop","arguments":{"blob":""}}}"#.len();
+    let bulk = "y".repeat(16 * 1024 * 1024 - overhead);
+    let line = format!(
+        r#"{{"jsonrpc":"2.0","id":1,"method":"invoke","params":{{"tool":"noop","arguments":{{"blob":"{bulk}"}}}}}}"#
+    );
+    assert_eq!(line.len(), 16 * 1024 * 1024);
+    p.send_line(&line);
+    assert_eq!(p.recv_until_id("1").0.data(), &json!({}));
+    p.finish();
+}
+
+#[test]
+fn a_handler_panic_is_32603_and_the_plugin_keeps_serving() {
+    let mut p = Conn::spawn();
+    p.invoke(1, "panic", json!({}));
+    let reply = p.recv_until_id("1").0;
+    assert_eq!(reply.error_code(), -32603, "{}", reply.raw);
+    assert!(
+        !reply.raw.contains("on purpose"),
+        "the panic text belongs on stderr: {}",
+        reply.raw
+    );
+    // Again, concurrently with other work: nothing is stranded.
+    p.invoke(2, "panic", json!({}));
+    p.invoke(3, "echo", json!({ "still": "alive" }));
+    p.request(4, "health", None);
+    let mut replies = BTreeMap::new();
+    for _ in 0..3 {
+        let m = p.recv();
+        replies.insert(m.raw_id().unwrap(), m);
+    }
+    assert_eq!(replies["2"].error_code(), -32603);
+    assert_eq!(replies["3"].data(), &json!({ "still": "alive" }));
+    assert_eq!(replies["4"].result()["status"], "ready");
+    p.finish();
+    assert!(
+        p.stderr().contains("panicked on purpose"),
+        "stderr: {}",
+        p.stderr()
+    );
+}
+
+#[test]
+fn a_result_above_4_mib_becomes_a_failure_with_both_sizes() {
+    let mut p = Conn::spawn();
+    p.invoke(1, "big", json!({ "bytes": 5_000_000 }));
+    let reply = p.recv_until_id("1").0;
+    assert!(reply.raw.len() < 4 * 1024 * 1024);
+    let error = reply.failure().to_owned();
+    let data = &reply.result()["data"];
+    assert_eq!(data["errorCode"], "RESULT_TOO_LARGE", "{}", reply.raw);
+    let size = data["result_size_bytes"]
+        .as_u64()
+        .expect("result_size_bytes");
+    let max = data["max_payload_bytes"]
+        .as_u64()
+        .expect("max_payload_bytes");
+    assert!(size > 5_000_000, "size {size}");
+    assert_eq!(max, 4 * 1024 * 1024);
+    assert!(error.contains(&size.to_string()), "{error}");
+    assert!(error.contains(&max.to_string()), "{error}");
+
+    // A result under the limit is sent whole.
+    p.invoke(2, "big", json!({ "bytes": 1_000_000 }));
+    let reply = p.recv_until_id("2").0;
+    assert_eq!(reply.data()["blob"].as_str().map(str::len), Some(1_000_000));
+    p.finish();
+}
