@@ -192,14 +192,34 @@ struct IdOnly<'a> {
 /// Classifies one frame. Never fails: bad input becomes [`Message::Invalid`] or
 /// [`Message::Unparsable`], to be answered with -32600 or -32700.
 pub fn parse(line: &[u8]) -> Message<'_> {
+    // Only an object is an envelope. serde's derived `Deserialize` would also accept an
+    // array positionally (`[7,"health"]` as id 7, method "health"), so check first.
+    if line.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
+        return match serde_json::from_slice::<serde::de::IgnoredAny>(line) {
+            Ok(_) => Message::Invalid {
+                id: None,
+                reason: "a frame must be a JSON object".to_owned(),
+            },
+            Err(e) => Message::Unparsable(format!("parse error: {e}")),
+        };
+    }
     let env: Envelope<'_> = match serde_json::from_slice(line) {
         Ok(env) => env,
         Err(e) if e.is_data() => {
-            let id = serde_json::from_slice::<IdOnly<'_>>(line).ok().and_then(|x| x.id);
+            let id = serde_json::from_slice::<IdOnly<'_>>(line)
+                .ok()
+                .and_then(|x| x.id)
+                .filter(|id| valid_id(id));
             return Message::Invalid { id, reason: format!("invalid JSON-RPC envelope: {e}") };
         }
         Err(e) => return Message::Unparsable(format!("parse error: {e}")),
     };
+    // JSON-RPC ids are strings, numbers or null; a request with any other id is invalid
+    // and its id is not echoed.
+    if env.method.is_some() && env.id.is_some_and(|id| !valid_id(id)) {
+        let reason = "id must be a string, a number or null".to_owned();
+        return Message::Invalid { id: None, reason };
+    }
     if let Some(v) = env.jsonrpc.as_deref()
         && v != "2.0"
     {
@@ -224,6 +244,11 @@ pub fn parse(line: &[u8]) -> Message<'_> {
                 .to_owned(),
         },
     }
+}
+
+/// Whether a raw id is a string, a number or null (JSON-RPC allows nothing else).
+fn valid_id(id: &RawValue) -> bool {
+    !matches!(first_byte(id), b'{' | b'[' | b't' | b'f')
 }
 
 fn first_byte(raw: &RawValue) -> u8 {
@@ -492,6 +517,8 @@ mod tests {
         ));
         assert!(matches!(parse(b"{not json"), Message::Unparsable(_)));
         assert!(matches!(parse(b"[1,2]"), Message::Invalid { id: None, .. }));
+        assert!(matches!(parse(br#"[7,"health"]"#), Message::Invalid { id: None, .. }));
+        assert!(matches!(parse(br#"{"id":{"a":1},"method":"m"}"#), Message::Invalid { id: None, .. }));
         assert!(matches!(
             parse(br#"{"id":4,"method":5}"#),
             Message::Invalid { id: Some(id), .. } if id.get() == "4"
