@@ -1,11 +1,13 @@
 //! The per-invoke context a handler receives: credentials, tokens, invoke id, deadline, and
 //! the way back to the host.
 
+use std::borrow::Cow;
 use std::fmt;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use serde::de::{Deserialize, Deserializer, IgnoredAny, MapAccess, Visitor};
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
@@ -33,26 +35,18 @@ impl Invocation {
         legacy: LegacyFields,
         link: impl FnOnce(Option<String>, Option<SystemTime>) -> Arc<InvokeLink>,
     ) -> Invocation {
-        let mut map: Map<String, Value> = context
+        let ctx: WireContext = context
             .and_then(|raw| serde_json::from_str(raw.get()).ok())
             .unwrap_or_default();
-        let invoke_id = map.remove("invoke_id").and_then(text).or(legacy.invoke_id.and_then(text));
-        let deadline = map.get("deadline_ms").and_then(Value::as_f64).and_then(epoch_ms);
-        let plugin_name = map.remove("plugin_name").and_then(text);
-        let credentials = match map.remove("credentials") {
-            Some(Value::Object(creds)) => secrets(creds),
-            _ => Vec::new(),
-        };
-        let mut tokens: Vec<(String, Secret)> = secrets(
-            map.into_iter().filter(|(k, v)| k.ends_with("_token") && v.is_string()).collect(),
-        );
+        let invoke_id = ctx.invoke_id.or(legacy.invoke_id.and_then(text));
+        let mut tokens = ctx.tokens;
         for (name, value) in legacy.tokens {
             if !tokens.iter().any(|(n, _)| n == name) {
                 tokens.push((name.to_owned(), Secret::new(value)));
             }
         }
-        let handle = InvokeHandle::from_link(link(invoke_id, deadline));
-        Invocation { tool, credentials, tokens, plugin_name, handle }
+        let handle = InvokeHandle::from_link(link(invoke_id, ctx.deadline_ms.and_then(epoch_ms)));
+        Invocation { tool, credentials: ctx.credentials, tokens, plugin_name: ctx.plugin_name, handle }
     }
 
     /// The tool being invoked.
@@ -170,14 +164,63 @@ fn find<'a>(list: &'a [(String, Secret)], name: &str) -> Option<&'a str> {
     list.iter().find(|(n, _)| n == name).map(|(_, s)| s.expose())
 }
 
-fn secrets(map: Map<String, Value>) -> Vec<(String, Secret)> {
-    map.into_iter()
-        .filter_map(|(k, v)| match v {
-            Value::String(s) => Some((k, Secret::new(s))),
-            Value::Null => None,
-            other => Some((k, Secret::new(other.to_string()))),
-        })
-        .collect()
+/// `params.context`, read in one pass without building a `Value` tree: only the fields
+/// the runtime uses are kept, secrets go straight into [`Secret`]s, the rest is skipped.
+#[derive(Default)]
+struct WireContext {
+    invoke_id: Option<String>,
+    deadline_ms: Option<f64>,
+    plugin_name: Option<String>,
+    credentials: Vec<(String, Secret)>,
+    tokens: Vec<(String, Secret)>,
+}
+
+impl<'de> Deserialize<'de> for WireContext {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_map(ContextVisitor)
+    }
+}
+
+struct ContextVisitor;
+
+impl<'de> Visitor<'de> for ContextVisitor {
+    type Value = WireContext;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("an invoke context object")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<WireContext, A::Error> {
+        let mut ctx = WireContext::default();
+        while let Some(key) = map.next_key::<Cow<'de, str>>()? {
+            match key.as_ref() {
+                "invoke_id" => ctx.invoke_id = map.next_value::<Option<Value>>()?.and_then(text),
+                "deadline_ms" => ctx.deadline_ms = map.next_value::<Option<Value>>()?.and_then(|v| v.as_f64()),
+                "plugin_name" => ctx.plugin_name = map.next_value::<Option<Value>>()?.and_then(text),
+                "credentials" => {
+                    let creds = map.next_value::<Option<Map<String, Value>>>()?.unwrap_or_default();
+                    ctx.credentials = creds.into_iter().filter_map(secret).collect();
+                }
+                k if k.ends_with("_token") => {
+                    if let Some(t) = secret((k.to_owned(), map.next_value::<Value>()?)) {
+                        ctx.tokens.push(t);
+                    }
+                }
+                _ => {
+                    map.next_value::<IgnoredAny>()?;
+                }
+            }
+        }
+        Ok(ctx)
+    }
+}
+
+fn secret((name, value): (String, Value)) -> Option<(String, Secret)> {
+    match value {
+        Value::String(s) => Some((name, Secret::new(s))),
+        Value::Null => None,
+        other => Some((name, Secret::new(other.to_string()))),
+    }
 }
 
 fn text(v: Value) -> Option<String> {
@@ -190,4 +233,37 @@ fn text(v: Value) -> Option<String> {
 
 fn epoch_ms(ms: f64) -> Option<SystemTime> {
     (ms.is_finite() && ms > 0.0).then(|| UNIX_EPOCH + Duration::from_secs_f64(ms / 1000.0))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(ctx: &str) -> WireContext {
+        serde_json::from_str(ctx).unwrap()
+    }
+
+    #[test]
+    fn reads_the_fields_it_needs_and_keeps_secrets_secret() {
+        let c = parse(
+            r#"{"credentials":{"API_KEY":"sk-1","N":7,"GONE":null},"invoke_id":"8f1c","sampling_token":"eyJ.a",
+               "storage_token":"eyJ.b","deadline_ms":1767225600000,"plugin_name":"p","extra":{"x":[1]}}"#,
+        );
+        assert_eq!(c.invoke_id.as_deref(), Some("8f1c"));
+        assert_eq!(c.deadline_ms, Some(1_767_225_600_000.0));
+        assert_eq!(c.plugin_name.as_deref(), Some("p"));
+        let creds: Vec<_> = c.credentials.iter().map(|(k, v)| (k.as_str(), v.expose())).collect();
+        assert_eq!(creds, [("API_KEY", "sk-1"), ("N", "7")]);
+        let tokens: Vec<_> = c.tokens.iter().map(|(k, _)| k.as_str()).collect();
+        assert_eq!(tokens, ["sampling_token", "storage_token"]);
+        let shown = format!("{:?}", c.tokens);
+        assert!(!shown.contains("eyJ"), "{shown}");
+    }
+
+    #[test]
+    fn numeric_invoke_id_and_missing_fields() {
+        let c = parse(r#"{"invoke_id":12}"#);
+        assert_eq!(c.invoke_id.as_deref(), Some("12"));
+        assert!(c.deadline_ms.is_none() && c.credentials.is_empty() && c.tokens.is_empty());
+    }
 }
