@@ -23,6 +23,15 @@ struct State {
     draining: bool,
 }
 
+impl State {
+    /// Nothing queued, no invoke running or waiting, and no thread in the middle of a job
+    /// (a `describe` being answered counts: its reply must be queued before the writer
+    /// is closed).
+    fn is_quiet(&self) -> bool {
+        self.queued == 0 && self.running == 0 && self.idle == self.threads
+    }
+}
+
 /// What to do with an invoke that wants to start.
 pub(crate) enum Admit<J> {
     /// Run it now.
@@ -94,11 +103,11 @@ impl<J> Pool<J> {
     }
 
     /// A thread finished a job and is idle again. Returns `true` when draining and
-    /// nothing is queued or running any more.
+    /// everything is quiet.
     pub fn done(&self) -> bool {
         let mut s = self.state();
         s.idle += 1;
-        s.draining && s.queued == 0 && s.running == 0
+        s.draining && s.is_quiet()
     }
 
     /// An idle extra worker's wait ran out: it may exit unless queued work would then be
@@ -145,11 +154,11 @@ impl<J> Pool<J> {
         next
     }
 
-    /// Enters draining. Returns `true` when nothing is queued or running.
+    /// Enters draining. Returns `true` when everything is already quiet.
     pub fn drain(&self) -> bool {
         let mut s = self.state();
         s.draining = true;
-        s.queued == 0 && s.running == 0
+        s.is_quiet()
     }
 
     /// Invokes running or waiting right now.
@@ -198,7 +207,16 @@ mod tests {
         assert!(p.enqueue()); // worker started, counted idle
         assert!(!p.may_exit(), "the queued job needs it");
         p.took();
-        assert!(p.done() == false);
+        assert!(!p.done());
         assert!(p.may_exit());
+    }
+
+    #[test]
+    fn draining_waits_for_a_thread_mid_job() {
+        let p: Pool<u32> = Pool::new(2);
+        assert!(!p.enqueue());
+        p.took(); // dispatch is answering, say, `describe`
+        assert!(!p.drain(), "a reply is still being built");
+        assert!(p.done(), "quiet once the job is done");
     }
 }
