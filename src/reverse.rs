@@ -154,7 +154,7 @@ impl InvokeHandle {
             _ => return Err(Error::Protocol(format!("params of `{method}` must be a JSON object"))),
         };
         let peer = &self.0.peer;
-        gate(method, &peer.capabilities, peer.session.get().reverse_rpc_allowed())
+        gate(method, &peer.capabilities, peer.session.reverse_rpc_allowed())
             .map_err(Error::Refused)?;
         self.charge(method, &params)?;
         let wait = self.wait_for(method, timeout);
@@ -206,7 +206,7 @@ impl InvokeHandle {
     }
 
     fn try_progress<D: Serialize + ?Sized>(&self, kind: &str, data: &D) -> bool {
-        if self.is_ended() || !self.0.peer.session.get().reverse_rpc_allowed() {
+        if self.is_ended() || !self.0.peer.session.reverse_rpc_allowed() {
             return false;
         }
         let mut params = Map::new();
@@ -248,10 +248,10 @@ impl InvokeHandle {
 
     /// Checks and counts the per-invoke budgets the host enforces, before sending.
     fn charge(&self, method: &str, params: &Map<String, Value>) -> Result<()> {
-        let n = self.0.peer.session.get();
+        let (calls, tokens) = self.0.peer.session.sampling_limits();
         let mut usage = self.0.usage();
         if method == "sampling/createMessage" {
-            let max_calls = n.max_sampling_calls.unwrap_or(DEFAULT_MAX_SAMPLING_CALLS);
+            let max_calls = calls.unwrap_or(DEFAULT_MAX_SAMPLING_CALLS);
             if usage.sampling_calls >= max_calls {
                 return Err(refused(
                     codes::SAMPLING_MAX_CALLS_EXCEEDED,
@@ -259,7 +259,7 @@ impl InvokeHandle {
                     format!("sampling budget spent: at most {max_calls} calls per invoke"),
                 ));
             }
-            let per_call = n.max_tokens_per_call.unwrap_or(DEFAULT_MAX_TOKENS_PER_CALL);
+            let per_call = tokens.unwrap_or(DEFAULT_MAX_TOKENS_PER_CALL);
             let asked = params.get("maxTokens").and_then(Value::as_u64).unwrap_or(0);
             if asked > per_call {
                 return Err(refused(

@@ -50,8 +50,24 @@ impl Negotiated {
 pub(crate) struct Session(Mutex<Negotiated>);
 
 impl Session {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Negotiated> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// A copy of everything negotiated.
     pub fn get(&self) -> Negotiated {
-        self.0.lock().unwrap_or_else(|p| p.into_inner()).clone()
+        self.lock().clone()
+    }
+
+    /// Whether reverse RPC may be attempted (cheap: no copy).
+    pub fn reverse_rpc_allowed(&self) -> bool {
+        self.lock().reverse_rpc_allowed()
+    }
+
+    /// The host's sampling limits: (calls per invoke, tokens per call), when offered.
+    pub fn sampling_limits(&self) -> (Option<u64>, Option<u64>) {
+        let n = self.lock();
+        (n.max_sampling_calls, n.max_tokens_per_call)
     }
 
     /// Handles `initialize` params and builds the reply.
@@ -79,7 +95,7 @@ impl Session {
             host_capabilities: req.capabilities,
         };
         log::debug!("executa: negotiated {:?} with {:?}", n.version, n.client_name);
-        *self.0.lock().unwrap_or_else(|p| p.into_inner()) = n;
+        *self.lock() = n;
         let info = ServerInfo { name, version };
         let caps = Value::Object(caps);
         let reply = InitReply {
