@@ -17,7 +17,7 @@ use super::dispatch::{Dispatcher, Handlers};
 use super::options::HostOptions;
 use super::process::{ExitNotify, PluginProcess};
 use super::supervisor::{self, Event};
-use super::types::{Health, InvokeResult, Negotiated, ShutdownReport, StdoutNoise};
+use super::types::{Handshake, HealthReport, InvokeResult, ShutdownReport, StdoutNoise};
 use super::{lock, spawn_named};
 use crate::error::{Error, Result};
 use crate::manifest::Manifest;
@@ -56,7 +56,7 @@ pub struct HostStatus {
 /// One live process with its handshake results.
 pub(crate) struct Session {
     pub(crate) process: PluginProcess,
-    pub(crate) negotiated: Negotiated,
+    pub(crate) handshake: Handshake,
     pub(crate) manifest: Arc<Manifest>,
     pub(crate) generation: u64,
     pub(crate) started: Instant,
@@ -76,7 +76,7 @@ pub(crate) struct Core {
     pub(crate) cmd: PluginCommand,
     pub(crate) opts: Arc<HostOptions>,
     pub(crate) label: String,
-    dispatch: Dispatcher,
+    pub(crate) dispatch: Dispatcher,
     pub(crate) slot: Mutex<Slot>,
     pub(crate) changed: Condvar,
     events: Sender<Event>,
@@ -88,18 +88,33 @@ impl Core {
     /// shut down and the error says why (with its exit status when it died).
     pub(crate) fn launch(&self) -> Result<Arc<Session>> {
         let generation = self.next_generation.fetch_add(1, Ordering::Relaxed);
-        let notify = ExitNotify { tx: self.events.clone(), generation };
-        let process = PluginProcess::spawn_with(&self.cmd, self.opts.clone(), self.dispatch.clone(), Some(notify))?;
+        let notify = ExitNotify {
+            tx: self.events.clone(),
+            generation,
+        };
+        let process = PluginProcess::spawn_with(
+            &self.cmd,
+            self.opts.clone(),
+            self.dispatch.clone(),
+            Some(notify),
+        )?;
         let handshake = (|| {
-            let negotiated =
-                if self.opts.skip_initialize { process.skip_initialize() } else { process.initialize()? };
+            let handshake = if self.opts.skip_initialize {
+                process.skip_initialize()
+            } else {
+                process.initialize()?
+            };
             let manifest = process.describe()?;
-            Ok::<_, Error>((negotiated, manifest))
+            Ok::<_, Error>((handshake, manifest))
         })();
         match handshake {
-            Ok((negotiated, manifest)) => {
-                Ok(Arc::new(Session { process, negotiated, manifest, generation, started: Instant::now() }))
-            }
+            Ok((handshake, manifest)) => Ok(Arc::new(Session {
+                process,
+                handshake,
+                manifest,
+                generation,
+                started: Instant::now(),
+            })),
             Err(e) => {
                 let report = process.shutdown();
                 log::debug!("[plugin:{}] start failed ({e}); {report}", self.label);
@@ -110,7 +125,11 @@ impl Core {
 
     /// Installs a session and wakes [`Host::wait_ready`] callers. Hands the session back
     /// when the host was stopped meanwhile.
-    pub(crate) fn install(&self, session: Arc<Session>, restarted: bool) -> Result<(), Arc<Session>> {
+    pub(crate) fn install(
+        &self,
+        session: Arc<Session>,
+        restarted: bool,
+    ) -> Result<(), Arc<Session>> {
         let mut slot = lock(&self.slot);
         if slot.state == HostState::Stopped {
             return Err(session);
@@ -147,7 +166,10 @@ impl Core {
         let last = slot.last_exit.as_deref().unwrap_or("no exit recorded");
         match &slot.state {
             HostState::Restarting { attempt, of } => {
-                format!("plugin `{}` is restarting (attempt {attempt} of {of}) after: {last}", self.label)
+                format!(
+                    "plugin `{}` is restarting (attempt {attempt} of {of}) after: {last}",
+                    self.label
+                )
             }
             HostState::Failed(why) => format!("plugin `{}` is down: {why}", self.label),
             HostState::Stopped => format!("plugin `{}` was shut down", self.label),
@@ -215,8 +237,13 @@ impl Host {
         // Nobody else can have stopped a host that does not exist yet.
         let _ = core.install(session, false);
         let sup_core = core.clone();
-        let handle = spawn_named(format!("executa-sup:{label}"), move || supervisor::run(&sup_core, &events_rx))?;
-        Ok(Host { core, supervisor: Mutex::new(Some(handle)) })
+        let handle = spawn_named(format!("executa-sup:{label}"), move || {
+            supervisor::run(&sup_core, &events_rx)
+        })?;
+        Ok(Host {
+            core,
+            supervisor: Mutex::new(Some(handle)),
+        })
     }
 
     /// The label used in logs and errors.
@@ -232,8 +259,8 @@ impl Host {
 
     /// The handshake outcome of the serving process.
     /// Fails with [`Error::Disconnected`] when no process is up.
-    pub fn negotiated(&self) -> Result<Negotiated> {
-        Ok(self.core.session()?.negotiated.clone())
+    pub fn handshake(&self) -> Result<Handshake> {
+        Ok(self.core.session()?.handshake.clone())
     }
 
     /// Calls a tool with default options. See [`Host::invoke_with`].
@@ -258,7 +285,7 @@ impl Host {
 
     /// Probes `health` (3 s by default); -32601 counts as healthy. Errors as for
     /// [`Host::invoke_with`].
-    pub fn health(&self) -> Result<Health> {
+    pub fn health(&self) -> Result<HealthReport> {
         self.core.session()?.process.health()
     }
 
@@ -271,13 +298,26 @@ impl Host {
         timeout: Option<Duration>,
     ) -> Result<Box<RawValue>> {
         let timeout = timeout.unwrap_or(self.core.opts.request_timeout);
-        self.core.session()?.process.request(method, params, timeout)
+        self.core
+            .session()?
+            .process
+            .request(method, params, timeout)
     }
 
     /// Sends a notification; blocks only while the write queue is full, at most
     /// [`HostOptions::request_timeout`].
     pub fn notify<P: Serialize + ?Sized>(&self, method: &str, params: &P) -> Result<()> {
-        self.core.session()?.process.notify(method, params, self.core.opts.request_timeout)
+        self.core
+            .session()?
+            .process
+            .notify(method, params, self.core.opts.request_timeout)
+    }
+
+    /// Blocks until every progress event received so far has been handed to the progress
+    /// callback (events are delivered on their own thread, so the reply to an invoke can
+    /// overtake its last events), at most `timeout`; `false` on timeout.
+    pub fn sync_progress(&self, timeout: Duration) -> bool {
+        self.core.dispatch.sync_events(timeout)
     }
 
     /// Supervision state, restart count, last exit and pid. Never blocks for long.
@@ -307,7 +347,10 @@ impl Host {
             }
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
-                return Err(Error::Timeout { method: "wait_ready".to_owned(), after: timeout });
+                return Err(Error::Timeout {
+                    method: "wait_ready".to_owned(),
+                    after: timeout,
+                });
             }
             slot = match self.core.changed.wait_timeout(slot, left) {
                 Ok((g, _)) => g,
@@ -318,12 +361,18 @@ impl Host {
 
     /// The serving process's recent stderr lines (empty when none is up).
     pub fn stderr_tail(&self) -> Vec<String> {
-        self.core.session().map(|s| s.process.stderr_tail()).unwrap_or_default()
+        self.core
+            .session()
+            .map(|s| s.process.stderr_tail())
+            .unwrap_or_default()
     }
 
     /// What the serving process wrote on stdout that was not a frame.
     pub fn stdout_noise(&self) -> StdoutNoise {
-        self.core.session().map(|s| s.process.stdout_noise()).unwrap_or_default()
+        self.core
+            .session()
+            .map(|s| s.process.stdout_noise())
+            .unwrap_or_default()
     }
 
     /// Stops supervision and runs the Agent's shutdown sequence on the serving process
@@ -346,13 +395,18 @@ impl Host {
     /// Joins the supervisor if it has stopped within a moment; one busy with a restart
     /// handshake is left to notice [`HostState::Stopped`] and clean up by itself.
     fn reap_supervisor(&self) {
-        let Some(handle) = lock(&self.supervisor).take() else { return };
+        let Some(handle) = lock(&self.supervisor).take() else {
+            return;
+        };
         let deadline = Instant::now() + Duration::from_millis(200);
         while !handle.is_finished() && Instant::now() < deadline {
             std::thread::sleep(Duration::from_millis(1));
         }
         if handle.is_finished() && handle.join().is_err() {
-            log::error!("[plugin:{}] the supervisor thread panicked", self.core.label);
+            log::error!(
+                "[plugin:{}] the supervisor thread panicked",
+                self.core.label
+            );
         }
     }
 }
@@ -365,6 +419,9 @@ impl Drop for Host {
 
 impl std::fmt::Debug for Host {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Host").field("label", &self.core.label).field("status", &self.status()).finish()
+        f.debug_struct("Host")
+            .field("label", &self.core.label)
+            .field("status", &self.status())
+            .finish()
     }
 }

@@ -19,13 +19,19 @@ pub struct PluginCommand {
 }
 
 /// Interpreters and launchers whose first argument names the plugin better than they do.
-const LAUNCHERS: &[&str] =
-    &["python", "python3", "node", "deno", "bun", "ruby", "sh", "bash", "uv", "uvx", "env"];
+const LAUNCHERS: &[&str] = &[
+    "python", "python3", "node", "deno", "bun", "ruby", "sh", "bash", "uv", "uvx", "env",
+];
 
 impl PluginCommand {
     /// A command running `program` with no arguments.
     pub fn new(program: impl AsRef<OsStr>) -> Self {
-        PluginCommand { program: program.as_ref().to_owned(), args: Vec::new(), env: Vec::new(), cwd: None }
+        PluginCommand {
+            program: program.as_ref().to_owned(),
+            args: Vec::new(),
+            env: Vec::new(),
+            cwd: None,
+        }
     }
 
     /// A command from an argument vector whose first element is the program; `None` when
@@ -53,13 +59,15 @@ impl PluginCommand {
         I: IntoIterator<Item = S>,
         S: AsRef<OsStr>,
     {
-        self.args.extend(args.into_iter().map(|a| a.as_ref().to_owned()));
+        self.args
+            .extend(args.into_iter().map(|a| a.as_ref().to_owned()));
         self
     }
 
     /// Sets an environment variable for the plugin.
     pub fn env(mut self, key: impl AsRef<OsStr>, value: impl AsRef<OsStr>) -> Self {
-        self.env.push((key.as_ref().to_owned(), Some(value.as_ref().to_owned())));
+        self.env
+            .push((key.as_ref().to_owned(), Some(value.as_ref().to_owned())));
         self
     }
 
@@ -89,19 +97,31 @@ impl PluginCommand {
     /// `python3 plugin.py`, the stem of its first non-option argument.
     pub fn label(&self) -> String {
         let stem = |s: &OsStr| {
-            Path::new(s).file_stem().map(|x| x.to_string_lossy().into_owned()).unwrap_or_default()
+            Path::new(s)
+                .file_stem()
+                .map(|x| x.to_string_lossy().into_owned())
+                .unwrap_or_default()
         };
         let program = stem(&self.program);
-        let is_launcher = LAUNCHERS.iter().any(|l| program == *l || program.starts_with("python3."));
+        let is_launcher = LAUNCHERS
+            .iter()
+            .any(|l| program == *l || program.starts_with("python3."));
         if is_launcher
-            && let Some(first) = self.args.iter().find(|a| !a.to_string_lossy().starts_with('-'))
+            && let Some(first) = self
+                .args
+                .iter()
+                .find(|a| !a.to_string_lossy().starts_with('-'))
         {
             let name = stem(first);
             if !name.is_empty() {
                 return name;
             }
         }
-        if program.is_empty() { "plugin".to_owned() } else { program }
+        if program.is_empty() {
+            "plugin".to_owned()
+        } else {
+            program
+        }
     }
 
     /// A `std::process::Command` with all three standard streams piped. On Unix the child
@@ -109,7 +129,10 @@ impl PluginCommand {
     /// it and the shutdown signals reach any launcher's children too.
     pub(crate) fn to_command(&self) -> Command {
         let mut cmd = Command::new(&self.program);
-        cmd.args(&self.args).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
+        cmd.args(&self.args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
         for (k, v) in &self.env {
             match v {
                 Some(v) => cmd.env(k, v),
@@ -159,7 +182,13 @@ mod tests {
     #[test]
     fn labels() {
         assert_eq!(PluginCommand::new("/usr/bin/my-tool").label(), "my-tool");
-        assert_eq!(PluginCommand::new("python3").arg("-u").arg("dir/quick.py").label(), "quick");
+        assert_eq!(
+            PluginCommand::new("python3")
+                .arg("-u")
+                .arg("dir/quick.py")
+                .label(),
+            "quick"
+        );
         assert_eq!(PluginCommand::new("python3").label(), "python3");
     }
 

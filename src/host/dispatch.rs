@@ -21,9 +21,9 @@ use super::lock;
 use super::options::HostOptions;
 use super::process::Shared;
 use super::spawn_named;
-use super::types::ProtocolVersion;
 use crate::error::{RpcError, codes};
 use crate::id::Id;
+use crate::session::ProtocolVersion;
 use crate::wire;
 
 /// A handler for one reverse method.
@@ -160,7 +160,14 @@ pub(crate) struct Job {
 #[derive(Clone)]
 pub(crate) struct Dispatcher {
     jobs: Sender<Job>,
-    events: Option<Sender<Progress>>,
+    events: Option<Sender<EventMsg>>,
+}
+
+/// What the event thread receives: an event, or a marker to acknowledge once every event
+/// queued before it has been delivered.
+enum EventMsg {
+    Progress(Progress),
+    Sync(Sender<()>),
 }
 
 impl Dispatcher {
@@ -170,12 +177,16 @@ impl Dispatcher {
         let (jobs, rx) = bounded::<Job>(opts.reverse_queue.max(1));
         for i in 0..opts.reverse_workers.max(1) {
             let (rx, handlers) = (rx.clone(), handlers.clone());
-            spawn_named(format!("executa-rpc{i}:{label}"), move || worker(&rx, &handlers))?;
+            spawn_named(format!("executa-rpc{i}:{label}"), move || {
+                worker(&rx, &handlers)
+            })?;
         }
         let events = match progress {
             Some(cb) => {
-                let (tx, rx) = bounded::<Progress>(opts.progress_queue.max(1));
-                spawn_named(format!("executa-evt:{label}"), move || event_loop(&rx, &*cb))?;
+                let (tx, rx) = bounded::<EventMsg>(opts.progress_queue.max(1));
+                spawn_named(format!("executa-evt:{label}"), move || {
+                    event_loop(&rx, &*cb)
+                })?;
                 Some(tx)
             }
             None => None,
@@ -194,7 +205,9 @@ impl Dispatcher {
     /// is full.
     pub(crate) fn progress(&self, shared: &Shared, params: Option<&RawValue>) {
         let Some(events) = &self.events else { return };
-        let params: Value = params.and_then(|p| serde_json::from_str(p.get()).ok()).unwrap_or(Value::Null);
+        let params: Value = params
+            .and_then(|p| serde_json::from_str(p.get()).ok())
+            .unwrap_or(Value::Null);
         let invoke_id = params
             .pointer("/context/invoke_id")
             .or_else(|| params.get("invoke_id"))
@@ -204,7 +217,9 @@ impl Dispatcher {
             Some("tool_update") => "tool_update",
             _ => "progress",
         };
-        let active = invoke_id.as_ref().is_some_and(|id| lock(&shared.invokes).contains(id));
+        let active = invoke_id
+            .as_ref()
+            .is_some_and(|id| lock(&shared.invokes).contains(id));
         let event = Progress {
             invoke_id,
             kind: kind.to_owned(),
@@ -212,9 +227,26 @@ impl Dispatcher {
             active,
             plugin: shared.label.clone(),
         };
-        if events.try_send(event).is_err() {
-            log::debug!("[plugin:{}] progress event dropped (queue full)", shared.label);
+        if events.try_send(EventMsg::Progress(event)).is_err() {
+            log::debug!(
+                "[plugin:{}] progress event dropped (queue full)",
+                shared.label
+            );
         }
+    }
+}
+
+impl Dispatcher {
+    /// Waits until every progress event queued so far has reached the callback, at most
+    /// `timeout`; `false` on timeout. Returns at once when there is no callback.
+    pub(crate) fn sync_events(&self, timeout: Duration) -> bool {
+        let Some(events) = &self.events else {
+            return true;
+        };
+        let (tx, rx) = bounded(1);
+        let deadline = std::time::Instant::now() + timeout;
+        events.send_deadline(EventMsg::Sync(tx), deadline).is_ok()
+            && rx.recv_deadline(deadline).is_ok()
     }
 }
 
@@ -225,28 +257,47 @@ fn worker(rx: &Receiver<Job>, handlers: &Handlers) {
     }
 }
 
-fn event_loop(rx: &Receiver<Progress>, cb: &ProgressFn) {
-    for event in rx {
-        if catch_unwind(AssertUnwindSafe(|| cb(&event))).is_err() {
-            log::error!("executa host: the progress callback panicked; event dropped");
+fn event_loop(rx: &Receiver<EventMsg>, cb: &ProgressFn) {
+    for msg in rx {
+        match msg {
+            EventMsg::Progress(event) => {
+                if catch_unwind(AssertUnwindSafe(|| cb(&event))).is_err() {
+                    log::error!("executa host: the progress callback panicked; event dropped");
+                }
+            }
+            EventMsg::Sync(done) => {
+                let _ = done.try_send(());
+            }
         }
     }
 }
 
 fn serve(handlers: &Handlers, job: Job) {
-    let params: Value = job.params.as_ref().and_then(|p| serde_json::from_str(p.get()).ok()).unwrap_or(Value::Null);
+    let params: Value = job
+        .params
+        .as_ref()
+        .and_then(|p| serde_json::from_str(p.get()).ok())
+        .unwrap_or(Value::Null);
     let outcome = prepare(&job.shared, &job.method, params, &job.id).and_then(|call| {
         catch_unwind(AssertUnwindSafe(|| handlers.call(&call))).unwrap_or_else(|panic| {
             Err(RpcError::new(
                 codes::INTERNAL_ERROR,
-                format!("the host's handler for `{}` panicked: {}", call.method, panic_text(&*panic)),
+                format!(
+                    "the host's handler for `{}` panicked: {}",
+                    call.method,
+                    panic_text(&*panic)
+                ),
             ))
         })
     });
     let mut frame = Vec::with_capacity(256);
     match outcome.and_then(|v| {
-        serde_json::value::to_raw_value(&v)
-            .map_err(|e| RpcError::new(codes::INTERNAL_ERROR, format!("unserializable handler result: {e}")))
+        serde_json::value::to_raw_value(&v).map_err(|e| {
+            RpcError::new(
+                codes::INTERNAL_ERROR,
+                format!("unserializable handler result: {e}"),
+            )
+        })
     }) {
         Ok(raw) => wire::write_response(&mut frame, job.id.as_raw(), &raw),
         Err(e) => wire::write_error(&mut frame, job.id.as_raw(), &e),
@@ -270,14 +321,32 @@ fn prepare(shared: &Shared, method: &str, params: Value, id: &Id) -> Result<Reve
         Value::Object(mut m) => {
             let context = m.remove("context");
             let hint = m.remove("_clientTimeoutS").and_then(|v| v.as_f64());
-            let claimed = context.as_ref().and_then(|c| c.get("invoke_id")).and_then(Value::as_str).map(str::to_owned);
-            (Value::Object(m), claimed, hint.and_then(|s| Duration::try_from_secs_f64(s).ok()))
+            let claimed = context
+                .as_ref()
+                .and_then(|c| c.get("invoke_id"))
+                .and_then(Value::as_str)
+                .map(str::to_owned);
+            (
+                Value::Object(m),
+                claimed,
+                hint.and_then(|s| Duration::try_from_secs_f64(s).ok()),
+            )
         }
         Value::Null => (Value::Object(Map::new()), None, None),
         other => (other, None, None),
     };
-    let invoke_id = if shared.opts.strict_invoke_context { route(shared, claimed)? } else { claimed };
-    Ok(ReverseCall { method: method.to_owned(), params, invoke_id, client_timeout, id: id.clone() })
+    let invoke_id = if shared.opts.strict_invoke_context {
+        route(shared, claimed)?
+    } else {
+        claimed
+    };
+    Ok(ReverseCall {
+        method: method.to_owned(),
+        params,
+        invoke_id,
+        client_timeout,
+        id: id.clone(),
+    })
 }
 
 /// The reverse-method families the Agent gates.
@@ -308,25 +377,31 @@ pub(crate) fn grants_storage(cap: &str) -> bool {
 
 fn gate(shared: &Shared, method: &str) -> Result<(), RpcError> {
     let family = Family::of(method);
-    let not_negotiated = |why: &str| RpcError::with_code(codes::SAMPLING_NOT_NEGOTIATED, "NOT_NEGOTIATED", why);
-    let not_granted = |why: &str| RpcError::with_code(codes::STORAGE_NOT_GRANTED, "STORAGE_NOT_GRANTED", why);
-    if shared.protocol() == ProtocolVersion::V1_1 {
+    let not_negotiated =
+        |why: &str| RpcError::with_code(codes::SAMPLING_NOT_NEGOTIATED, "NOT_NEGOTIATED", why);
+    let not_granted =
+        |why: &str| RpcError::with_code(codes::STORAGE_NOT_GRANTED, "STORAGE_NOT_GRANTED", why);
+    if shared.protocol() == Some(ProtocolVersion::V1) {
         let why = "reverse RPC needs a v2 session, and initialize fell back to 1.1";
         return Err(match family {
             Family::Sampling => not_negotiated(why),
             Family::Storage => not_granted(why),
-            Family::Other => RpcError::with_code(codes::METHOD_NOT_FOUND, "REVERSE_RPC_DISABLED", why),
+            Family::Other => {
+                RpcError::with_code(codes::METHOD_NOT_FOUND, "REVERSE_RPC_DISABLED", why)
+            }
         });
     }
-    let Some(manifest) = shared.manifest() else { return Ok(()) };
+    let Some(manifest) = shared.manifest() else {
+        return Ok(());
+    };
     let caps = &manifest.host_capabilities;
     match family {
-        Family::Sampling if !caps.iter().any(|c| c == "llm.sample") => {
-            Err(not_negotiated("sampling needs `llm.sample` in the manifest's host_capabilities"))
-        }
-        Family::Storage if !caps.iter().any(|c| grants_storage(c)) => {
-            Err(not_granted("storage needs `aps.kv` (or `aps.files`) in the manifest's host_capabilities"))
-        }
+        Family::Sampling if !caps.iter().any(|c| c == "llm.sample") => Err(not_negotiated(
+            "sampling needs `llm.sample` in the manifest's host_capabilities",
+        )),
+        Family::Storage if !caps.iter().any(|c| grants_storage(c)) => Err(not_granted(
+            "storage needs `aps.kv` (or `aps.files`) in the manifest's host_capabilities",
+        )),
         _ => Ok(()),
     }
 }
@@ -337,10 +412,16 @@ fn route(shared: &Shared, claimed: Option<String>) -> Result<Option<String>, Rpc
     let err = |sym: &str, why: String| RpcError::with_code(codes::INVALID_PARAMS, sym, why);
     match claimed {
         Some(id) if active.contains(&id) => Ok(Some(id)),
-        Some(id) => Err(err("UNKNOWN_INVOKE_CONTEXT", format!("invoke_id {id:?} is not an invoke in flight"))),
+        Some(id) => Err(err(
+            "UNKNOWN_INVOKE_CONTEXT",
+            format!("invoke_id {id:?} is not an invoke in flight"),
+        )),
         None => match active.len() {
             1 => Ok(active.iter().next().cloned()),
-            0 => Err(err("UNKNOWN_INVOKE_CONTEXT", "reverse calls are served only while an invoke is in flight".into())),
+            0 => Err(err(
+                "UNKNOWN_INVOKE_CONTEXT",
+                "reverse calls are served only while an invoke is in flight".into(),
+            )),
             _ => Err(err(
                 "MISSING_INVOKE_CONTEXT",
                 "params.context.invoke_id is missing and several invokes are in flight".into(),

@@ -1,1 +1,77 @@
-//! Host side (work in progress).
+//! The host side: drive any Executa plugin the way the Agent does.
+//!
+//! A [`Host`] spawns a plugin (any language) with piped stdio, negotiates v2 with
+//! `initialize` (falling back silently to 1.1), reads and caches its manifest with
+//! `describe`, calls its tools with `invoke` from any number of threads, probes `health`,
+//! serves its reverse calls (sampling, storage, ...) through [`Handlers`], restarts it with
+//! exponential backoff when it dies, and shuts it down with the Agent's sequence: close
+//! stdin, wait, `SIGTERM`, wait, `SIGKILL`. [`PluginProcess`] is the same without
+//! supervision, for tools that want to watch a plugin misbehave ([`check`] does).
+//!
+//! # Threads
+//!
+//! Each plugin process has three named threads: a **reader** of its stdout
+//! (`executa-rd:<name>`), a **writer** to its stdin (`executa-wr:<name>`, buffered, flushed
+//! when its bounded queue runs empty) and a **stderr drain** (`executa-err:<name>`) that
+//! relays lines with a `[plugin:<name>] ` prefix and keeps the last few for error
+//! messages. Each host adds a pool of reverse-call workers, an event thread when a
+//! progress callback is set, and a supervisor.
+//!
+//! Host request ids are the numbers 1, 2, 3, ...; plugins use strings for their reverse
+//! calls, so the two never mix. Each call waits on its own one-shot channel, which the
+//! reader fills directly: a slow reverse-call handler never holds back a reply.
+//!
+//! # Defaults (the Agent's)
+//!
+//! `initialize` 5 s, `describe` 5 s (60 s with [`HostOptions::first_launch`]), `invoke`
+//! 60 s or the manifest tool's `timeout` or the caller's, `health` 3 s, shutdown 5 s + 5 s,
+//! restarts: 3 attempts from a 1 s base, frames up to 16 MiB. See [`HostOptions`].
+//!
+//! # Secrets
+//!
+//! Credentials and tokens ([`Secret`](crate::Secret)) reach the plugin in each invoke's `context` and
+//! nowhere else: never a log line, never a `Debug` output, never the environment.
+
+mod backends;
+pub mod check;
+mod client;
+mod command;
+mod context;
+mod dispatch;
+pub mod lint;
+mod options;
+mod pending;
+mod process;
+mod reader;
+mod signal;
+mod stderr;
+mod supervisor;
+mod types;
+mod writer;
+
+pub use backends::{MAX_VALUE_BYTES, MemoryStorage, ScriptedSampling};
+pub use client::{Host, HostState, HostStatus};
+pub use command::PluginCommand;
+pub use context::{InvokeOptions, new_invoke_id};
+pub use dispatch::{HandlerFn, Handlers, Progress, ProgressFn, ReverseCall, Service};
+pub use options::{HostOptions, RestartPolicy, ShutdownPolicy, StderrRelay};
+pub use process::PluginProcess;
+pub use types::{ExitStage, Handshake, HealthReport, InvokeResult, ShutdownReport, StdoutNoise};
+
+use std::io;
+use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::thread::{self, JoinHandle};
+
+/// Locks a mutex, recovering from poisoning: every structure guarded here stays valid
+/// between statements, so a panic elsewhere must not take the host down with it.
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Spawns a named thread.
+pub(crate) fn spawn_named<F>(name: String, f: F) -> io::Result<JoinHandle<()>>
+where
+    F: FnOnce() + Send + 'static,
+{
+    thread::Builder::new().name(name).spawn(f)
+}

@@ -22,9 +22,9 @@ pub struct HostOptions {
     pub name: Option<String>,
     /// How long `initialize` may take before the session silently falls back to 1.1.
     pub initialize_timeout: Duration,
-    /// Skip `initialize` altogether (what the local dev hosts do); the session is then
-    /// [`ProtocolVersion::Unknown`](crate::host::ProtocolVersion::Unknown) and reverse calls
-    /// are allowed, as under `anna-app dev`.
+    /// Skip `initialize` altogether (what the local dev hosts do); the session's
+    /// [`Handshake::protocol`](crate::host::Handshake::protocol) is then `None` and reverse
+    /// calls are allowed, as under `anna-app dev`.
     pub skip_initialize: bool,
     /// How long `describe` may take on an ordinary start.
     pub describe_timeout: Duration,
@@ -111,7 +111,11 @@ impl HostOptions {
     /// The `describe` timeout in force (the first-launch allowance when
     /// [`HostOptions::first_launch`] is set).
     pub fn effective_describe_timeout(&self) -> Duration {
-        if self.first_launch { self.first_launch_describe_timeout } else { self.describe_timeout }
+        if self.first_launch {
+            self.first_launch_describe_timeout
+        } else {
+            self.describe_timeout
+        }
     }
 }
 
@@ -168,7 +172,9 @@ impl RestartPolicy {
     /// The delay before attempt `n` (1-based): `base * 2^(n-1)`, capped at `max_delay`.
     pub fn delay(&self, attempt: u32) -> Duration {
         let shift = attempt.saturating_sub(1).min(20);
-        self.base_delay.saturating_mul(1u32 << shift).min(self.max_delay)
+        self.base_delay
+            .saturating_mul(1u32 << shift)
+            .min(self.max_delay)
     }
 }
 

@@ -30,7 +30,13 @@ struct Table {
 
 impl Pending {
     pub(crate) fn new() -> Self {
-        Pending { table: Mutex::new(Table { calls: HashMap::new(), null_waiter: None, closed: None }) }
+        Pending {
+            table: Mutex::new(Table {
+                calls: HashMap::new(),
+                null_waiter: None,
+                closed: None,
+            }),
+        }
     }
 
     /// Registers `id` and returns the channel its reply will arrive on; fails with
@@ -121,7 +127,10 @@ mod tests {
         let rx = p.register(1).unwrap();
         assert!(p.settle(1, Ok(RawValue::NULL.to_owned())));
         assert_eq!(rx.recv().unwrap().unwrap().get(), "null");
-        assert!(!p.settle(1, Ok(RawValue::NULL.to_owned())), "settled once only");
+        assert!(
+            !p.settle(1, Ok(RawValue::NULL.to_owned())),
+            "settled once only"
+        );
 
         let _rx2 = p.register(2).unwrap();
         p.cancel(2);
@@ -129,7 +138,9 @@ mod tests {
 
         let rx3 = p.register(3).unwrap();
         p.close("gone: exit status 3");
-        assert!(matches!(rx3.recv().unwrap(), Err(Error::Disconnected(w)) if w.contains("exit status 3")));
+        assert!(
+            matches!(rx3.recv().unwrap(), Err(Error::Disconnected(w)) if w.contains("exit status 3"))
+        );
         assert!(matches!(p.register(4), Err(Error::Disconnected(_))));
         p.close("second reason is ignored");
         assert_eq!(p.closed_reason().unwrap(), "gone: exit status 3");

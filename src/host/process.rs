@@ -16,7 +16,7 @@ use serde_json::json;
 use serde_json::value::RawValue;
 
 use super::command::PluginCommand;
-use super::context::{Context, InvokeOptions, InvokeParams, Secret, deadline_ms, new_invoke_id};
+use super::context::{Context, InvokeOptions, InvokeParams, SecretMap, deadline_ms, new_invoke_id};
 use super::dispatch::{Dispatcher, Handlers};
 use super::options::{HostOptions, ShutdownPolicy};
 use super::pending::{Pending, Reply};
@@ -24,13 +24,15 @@ use super::signal::{self, Signal};
 use super::stderr::{self, StderrTail};
 use super::supervisor::Event;
 use super::types::{
-    ExitStage, Health, InvokeResult, Negotiated, ProtocolVersion, ShutdownReport, StdoutNoise, snippet,
+    ExitStage, Handshake, HealthReport, InvokeResult, ShutdownReport, StdoutNoise, snippet,
 };
 use super::writer::{self, Outgoing};
 use super::{lock, reader, spawn_named};
+use crate::Secret;
 use crate::error::{Error, Result, RpcError, codes};
 use crate::id::Id;
 use crate::manifest::Manifest;
+use crate::session::ProtocolVersion;
 use crate::wire;
 
 /// How long the reader waits, after stdout closes, for the exit status and the last stderr
@@ -70,7 +72,7 @@ pub(crate) struct Shared {
     noise: Mutex<StdoutNoise>,
     closing: AtomicBool,
     replies: AtomicU64,
-    negotiated: Mutex<Option<Negotiated>>,
+    negotiated: Mutex<Option<Handshake>>,
     manifest: Mutex<Option<Arc<Manifest>>>,
     /// Invoke ids currently in flight, for routing reverse calls.
     pub(crate) invokes: Mutex<HashSet<String>>,
@@ -107,7 +109,10 @@ impl Shared {
                 // The reply may have landed between the timeout and the cancel.
                 match rx.try_recv() {
                     Ok(reply) => reply,
-                    Err(_) => Err(Error::Timeout { method: method.to_owned(), after: timeout }),
+                    Err(_) => Err(Error::Timeout {
+                        method: method.to_owned(),
+                        after: timeout,
+                    }),
                 }
             }
             Err(RecvTimeoutError::Disconnected) => Err(self.gone()),
@@ -117,30 +122,45 @@ impl Shared {
     fn refuse_if_closing(&self) -> Result<()> {
         if self.closing.load(Ordering::Acquire) {
             let why = self.pending.closed_reason();
-            return Err(Error::Disconnected(
-                why.unwrap_or_else(|| format!("plugin `{}` is shutting down", self.label)),
-            ));
+            return Err(Error::Disconnected(why.unwrap_or_else(|| {
+                format!("plugin `{}` is shutting down", self.label)
+            })));
         }
         Ok(())
     }
 
     /// Queues a frame for the writer, waiting (until `deadline`) while the queue is full,
     /// which happens only when the plugin stops reading its stdin.
-    fn send_frame(&self, frame: Vec<u8>, deadline: Instant, method: &str, timeout: Duration) -> Result<()> {
+    fn send_frame(
+        &self,
+        frame: Vec<u8>,
+        deadline: Instant,
+        method: &str,
+        timeout: Duration,
+    ) -> Result<()> {
         if frame.len() > self.opts.max_frame_bytes {
-            return Err(Error::FrameTooLarge { size: frame.len(), max: self.opts.max_frame_bytes });
+            return Err(Error::FrameTooLarge {
+                size: frame.len(),
+                max: self.opts.max_frame_bytes,
+            });
         }
         let left = deadline.saturating_duration_since(Instant::now());
         match self.out.send_timeout(Outgoing::Frame(frame), left) {
             Ok(()) => Ok(()),
-            Err(SendTimeoutError::Timeout(_)) => Err(Error::Timeout { method: method.to_owned(), after: timeout }),
+            Err(SendTimeoutError::Timeout(_)) => Err(Error::Timeout {
+                method: method.to_owned(),
+                after: timeout,
+            }),
             Err(SendTimeoutError::Disconnected(_)) => Err(self.gone()),
         }
     }
 
     /// Queues an answer to a reverse call, from a worker thread.
     pub(crate) fn send_reply(&self, frame: Vec<u8>) {
-        if let Err(e) = self.out.send_timeout(Outgoing::Frame(frame), REPLY_SEND_WAIT) {
+        if let Err(e) = self
+            .out
+            .send_timeout(Outgoing::Frame(frame), REPLY_SEND_WAIT)
+        {
             let why = match e {
                 SendTimeoutError::Timeout(_) => "the plugin is not reading its stdin",
                 SendTimeoutError::Disconnected(_) => "its stdin is closed",
@@ -152,7 +172,10 @@ impl Shared {
     /// Queues a frame from the reader thread, which must never block: dropped when full.
     pub(crate) fn try_send(&self, frame: Vec<u8>) {
         if let Err(TrySendError::Full(_)) = self.out.try_send(Outgoing::Frame(frame)) {
-            log::warn!("[plugin:{}] write queue full: an error answer was dropped", self.label);
+            log::warn!(
+                "[plugin:{}] write queue full: an error answer was dropped",
+                self.label
+            );
         }
     }
 
@@ -233,8 +256,8 @@ impl Shared {
         self.replies.fetch_add(1, Ordering::Relaxed);
     }
 
-    pub(crate) fn protocol(&self) -> ProtocolVersion {
-        lock(&self.negotiated).as_ref().map_or(ProtocolVersion::Unknown, |n| n.protocol)
+    pub(crate) fn protocol(&self) -> Option<ProtocolVersion> {
+        lock(&self.negotiated).as_ref().and_then(|n| n.protocol)
     }
 
     pub(crate) fn manifest(&self) -> Option<Arc<Manifest>> {
@@ -246,7 +269,11 @@ impl Shared {
     /// tells the supervisor.
     pub(crate) fn on_stdout_closed(&self, cause: Option<io::Error>) {
         let closing = self.closing.load(Ordering::Acquire);
-        let status = if closing { self.try_status() } else { self.wait_status(EXIT_NOTICE_WAIT) };
+        let status = if closing {
+            self.try_status()
+        } else {
+            self.wait_status(EXIT_NOTICE_WAIT)
+        };
         self.stderr.wait_done(STDERR_NOTICE_WAIT);
         let uptime = self.started.elapsed().as_secs_f64();
         let reason = match (closing, status) {
@@ -303,7 +330,11 @@ impl PluginProcess {
     /// answering its reverse calls. Sends nothing: call [`PluginProcess::initialize`] and
     /// [`PluginProcess::describe`] next. Fails with [`Error::Io`] when the program cannot
     /// be started.
-    pub fn spawn(cmd: &PluginCommand, opts: HostOptions, handlers: Handlers) -> Result<PluginProcess> {
+    pub fn spawn(
+        cmd: &PluginCommand,
+        opts: HostOptions,
+        handlers: Handlers,
+    ) -> Result<PluginProcess> {
         let label = opts.name.clone().unwrap_or_else(|| cmd.label());
         let dispatch = Dispatcher::start(handlers, &opts, &label)?;
         Self::spawn_with(cmd, Arc::new(opts), dispatch, None)
@@ -317,7 +348,10 @@ impl PluginProcess {
     ) -> Result<PluginProcess> {
         let label = opts.name.clone().unwrap_or_else(|| cmd.label());
         let mut child = cmd.to_command().spawn().map_err(|e| {
-            Error::Io(io::Error::new(e.kind(), format!("cannot start plugin `{cmd}`: {e}")))
+            Error::Io(io::Error::new(
+                e.kind(),
+                format!("cannot start plugin `{cmd}`: {e}"),
+            ))
         })?;
         let pipes = (child.stdin.take(), child.stdout.take(), child.stderr.take());
         let (Some(stdin), Some(stdout), Some(stderr_pipe)) = pipes else {
@@ -333,7 +367,10 @@ impl PluginProcess {
             next_id: AtomicU64::new(1),
             pending: Pending::new(),
             out: out_tx,
-            child: Mutex::new(ChildSlot { child, status: None }),
+            child: Mutex::new(ChildSlot {
+                child,
+                status: None,
+            }),
             stderr: tail.clone(),
             noise: Mutex::new(StdoutNoise::default()),
             closing: AtomicBool::new(false),
@@ -345,13 +382,23 @@ impl PluginProcess {
             started: Instant::now(),
             opts,
         });
-        let process = PluginProcess { shared: shared.clone(), threads: Mutex::new(Vec::new()), report: Mutex::new(None) };
+        let process = PluginProcess {
+            shared: shared.clone(),
+            threads: Mutex::new(Vec::new()),
+            report: Mutex::new(None),
+        };
         let relay = shared.opts.stderr;
         let (l1, l2) = (label.clone(), label.clone());
         let started = [
-            spawn_named(format!("executa-wr:{label}"), move || writer::run(stdin, out_rx, &l1)),
-            spawn_named(format!("executa-err:{label}"), move || stderr::run(stderr_pipe, &tail, &l2, relay)),
-            spawn_named(format!("executa-rd:{label}"), move || reader::run(stdout, shared, dispatch)),
+            spawn_named(format!("executa-wr:{label}"), move || {
+                writer::run(stdin, out_rx, &l1)
+            }),
+            spawn_named(format!("executa-err:{label}"), move || {
+                stderr::run(stderr_pipe, &tail, &l2, relay)
+            }),
+            spawn_named(format!("executa-rd:{label}"), move || {
+                reader::run(stdout, shared, dispatch)
+            }),
         ];
         for handle in started {
             match handle {
@@ -378,9 +425,9 @@ impl PluginProcess {
     /// Runs the v2 handshake with the Agent's request shape, waiting at most
     /// [`HostOptions::initialize_timeout`]. A timeout, -32601, any other error frame or an
     /// unreadable answer silently gives a 1.1 session, with the reason recorded in
-    /// [`Negotiated::fallback`]. Fails only when the process is gone
+    /// [`Handshake::fallback`]. Fails only when the process is gone
     /// ([`Error::Disconnected`]) or the request cannot be written.
-    pub fn initialize(&self) -> Result<Negotiated> {
+    pub fn initialize(&self) -> Result<Handshake> {
         let opts = &self.shared.opts;
         let params = json!({
             "protocolVersion": "2.0",
@@ -398,19 +445,26 @@ impl PluginProcess {
         let start = Instant::now();
         let timeout = opts.initialize_timeout;
         let negotiated = match self.shared.request("initialize", Some(&params), timeout) {
-            Ok(raw) => Negotiated::from_result(&raw, start.elapsed()),
-            Err(Error::Timeout { .. }) => Negotiated::fallback(
-                format!("no answer to initialize within {:.3}s", timeout.as_secs_f64()),
+            Ok(raw) => Handshake::from_result(&raw, start.elapsed()),
+            Err(Error::Timeout { .. }) => Handshake::fallback(
+                format!(
+                    "no answer to initialize within {:.3}s",
+                    timeout.as_secs_f64()
+                ),
                 start.elapsed(),
             ),
             Err(Error::Remote(e)) if e.code == codes::METHOD_NOT_FOUND => {
-                Negotiated::fallback(format!("initialize not implemented: {e}"), start.elapsed())
+                Handshake::fallback(format!("initialize not implemented: {e}"), start.elapsed())
             }
-            Err(Error::Remote(e)) => {
-                Negotiated::fallback(format!("initialize answered with an error frame: {e}"), start.elapsed())
-            }
+            Err(Error::Remote(e)) => Handshake::fallback(
+                format!("initialize answered with an error frame: {e}"),
+                start.elapsed(),
+            ),
             Err(e @ (Error::Protocol(_) | Error::FrameTooLarge { .. } | Error::Json(_))) => {
-                Negotiated::fallback(format!("unreadable answer to initialize: {e}"), start.elapsed())
+                Handshake::fallback(
+                    format!("unreadable answer to initialize: {e}"),
+                    start.elapsed(),
+                )
             }
             Err(e) => return Err(e),
         };
@@ -422,8 +476,8 @@ impl PluginProcess {
     }
 
     /// Records a session without `initialize` (what the dev hosts do).
-    pub(crate) fn skip_initialize(&self) -> Negotiated {
-        let n = Negotiated::skipped();
+    pub(crate) fn skip_initialize(&self) -> Handshake {
+        let n = Handshake::skipped();
         *lock(&self.shared.negotiated) = Some(n.clone());
         n
     }
@@ -439,13 +493,18 @@ impl PluginProcess {
         Ok(manifest)
     }
 
+    /// Caches a manifest read by other means (the check lints the raw answer itself).
+    pub(crate) fn remember_manifest(&self, manifest: Arc<Manifest>) {
+        *lock(&self.shared.manifest) = Some(manifest);
+    }
+
     /// Sends `describe` and returns the answer unparsed, for linting.
     pub fn describe_raw(&self, timeout: Duration) -> Result<Box<RawValue>> {
         self.shared.request::<()>("describe", None, timeout)
     }
 
     /// The session negotiated by [`PluginProcess::initialize`], if it ran.
-    pub fn negotiated(&self) -> Option<Negotiated> {
+    pub fn handshake(&self) -> Option<Handshake> {
         lock(&self.shared.negotiated).clone()
     }
 
@@ -488,16 +547,17 @@ impl PluginProcess {
         });
         let invoke_id = opts.invoke_id.clone().unwrap_or_else(new_invoke_id);
         let minted = self.dev_tokens(&invoke_id, manifest.as_deref(), opts);
-        let mut tokens: std::collections::BTreeMap<&str, &Secret> =
-            minted.iter().map(|(k, v)| (*k, v)).collect();
-        tokens.extend(opts.tokens.iter().map(|(k, v)| (k.as_str(), v)));
+        let mut tokens = SecretMap(minted.iter().map(|(k, v)| (*k, v)).collect());
+        tokens
+            .0
+            .extend(opts.tokens.iter().map(|(k, v)| (k.as_str(), v)));
         let params = InvokeParams {
             tool,
             arguments,
             context: Context {
                 invoke_id: &invoke_id,
                 deadline_ms: deadline_ms(timeout),
-                credentials: &opts.credentials,
+                credentials: SecretMap::of(&opts.credentials),
                 tokens,
             },
         };
@@ -514,26 +574,41 @@ impl PluginProcess {
         opts: &InvokeOptions,
     ) -> Vec<(&'static str, Secret)> {
         let protocol = self.shared.protocol();
-        if !self.shared.opts.dev_tokens || protocol == ProtocolVersion::V1_1 {
+        if !self.shared.opts.dev_tokens || protocol == Some(ProtocolVersion::V1) {
             return Vec::new();
         }
-        let caps = manifest.map(|m| m.host_capabilities.as_slice()).unwrap_or_default();
+        let caps = manifest
+            .map(|m| m.host_capabilities.as_slice())
+            .unwrap_or_default();
         let mut out = Vec::new();
         if caps.iter().any(|c| c == "llm.sample") && !opts.tokens.contains_key("sampling_token") {
-            out.push(("sampling_token", Secret::new(format!("dev-sampling-{invoke_id}"))));
+            out.push((
+                "sampling_token",
+                Secret::new(format!("dev-sampling-{invoke_id}")),
+            ));
         }
-        if caps.iter().any(|c| super::dispatch::grants_storage(c)) && !opts.tokens.contains_key("storage_token") {
-            out.push(("storage_token", Secret::new(format!("dev-storage-{invoke_id}"))));
+        if caps.iter().any(|c| super::dispatch::grants_storage(c))
+            && !opts.tokens.contains_key("storage_token")
+        {
+            out.push((
+                "storage_token",
+                Secret::new(format!("dev-storage-{invoke_id}")),
+            ));
         }
         out
     }
 
     /// Probes `health` with [`HostOptions::health_timeout`]. A plugin answering -32601 is
-    /// healthy with [`Health::implemented`] `false`, as the Agent treats it.
-    pub fn health(&self) -> Result<Health> {
-        match self.shared.request::<()>("health", None, self.shared.opts.health_timeout) {
-            Ok(raw) => Health::from_result(&raw),
-            Err(Error::Remote(e)) if e.code == codes::METHOD_NOT_FOUND => Ok(Health::unimplemented()),
+    /// healthy with [`HealthReport::implemented`] `false`, as the Agent treats it.
+    pub fn health(&self) -> Result<HealthReport> {
+        match self
+            .shared
+            .request::<()>("health", None, self.shared.opts.health_timeout)
+        {
+            Ok(raw) => HealthReport::from_result(&raw),
+            Err(Error::Remote(e)) if e.code == codes::METHOD_NOT_FOUND => {
+                Ok(HealthReport::unimplemented())
+            }
             Err(e) => Err(e),
         }
     }
@@ -551,11 +626,17 @@ impl PluginProcess {
 
     /// Sends a notification (no id, no answer). Blocks only while the write queue is full,
     /// at most `timeout`.
-    pub fn notify<P: Serialize + ?Sized>(&self, method: &str, params: &P, timeout: Duration) -> Result<()> {
+    pub fn notify<P: Serialize + ?Sized>(
+        &self,
+        method: &str,
+        params: &P,
+        timeout: Duration,
+    ) -> Result<()> {
         self.shared.refuse_if_closing()?;
         let mut frame = Vec::with_capacity(128);
         wire::write_request(&mut frame, None, method, params);
-        self.shared.send_frame(frame, Instant::now() + timeout, method, timeout)
+        self.shared
+            .send_frame(frame, Instant::now() + timeout, method, timeout)
     }
 
     /// A conformance probe: writes `line` as is (a newline is added) and waits up to
@@ -569,7 +650,10 @@ impl PluginProcess {
         let rx = self.shared.pending.register_null()?;
         let mut frame = line.to_vec();
         frame.push(b'\n');
-        if let Err(e) = self.shared.send_frame(frame, deadline, "<malformed line>", timeout) {
+        if let Err(e) = self
+            .shared
+            .send_frame(frame, deadline, "<malformed line>", timeout)
+        {
             self.shared.pending.cancel_null();
             return Err(e);
         }
@@ -577,7 +661,10 @@ impl PluginProcess {
             Ok(r) => r,
             Err(RecvTimeoutError::Timeout) => {
                 self.shared.pending.cancel_null();
-                return Err(Error::Timeout { method: "<malformed line>".to_owned(), after: timeout });
+                return Err(Error::Timeout {
+                    method: "<malformed line>".to_owned(),
+                    after: timeout,
+                });
             }
             Err(RecvTimeoutError::Disconnected) => return Err(self.shared.gone()),
         };
@@ -654,7 +741,9 @@ impl PluginProcess {
             return r;
         }
         let r = self.run_shutdown(policy);
-        self.shared.pending.close(&format!("plugin `{}` was shut down", self.shared.label));
+        self.shared
+            .pending
+            .close(&format!("plugin `{}` was shut down", self.shared.label));
         self.join_threads(THREAD_JOIN_WAIT);
         *report = Some(r);
         r
@@ -664,7 +753,11 @@ impl PluginProcess {
         let s = &self.shared;
         let start = Instant::now();
         s.closing.store(true, Ordering::Release);
-        let done = |stage, status| ShutdownReport { stage, status, elapsed: start.elapsed() };
+        let done = |stage, status| ShutdownReport {
+            stage,
+            status,
+            elapsed: start.elapsed(),
+        };
         if let Some(status) = s.try_status() {
             return done(ExitStage::AlreadyExited, Some(status));
         }
@@ -673,12 +766,20 @@ impl PluginProcess {
         if let Some(status) = s.wait_status(policy.stdin_grace.saturating_sub(start.elapsed())) {
             return done(ExitStage::StdinClosed, Some(status));
         }
-        log::debug!("[plugin:{}] still running {:?} after stdin closed: SIGTERM", s.label, policy.stdin_grace);
+        log::debug!(
+            "[plugin:{}] still running {:?} after stdin closed: SIGTERM",
+            s.label,
+            policy.stdin_grace
+        );
         s.signal(Signal::Term);
         if let Some(status) = s.wait_status(policy.term_grace) {
             return done(ExitStage::Terminated, Some(status));
         }
-        log::debug!("[plugin:{}] ignored SIGTERM for {:?}: SIGKILL", s.label, policy.term_grace);
+        log::debug!(
+            "[plugin:{}] ignored SIGTERM for {:?}: SIGKILL",
+            s.label,
+            policy.term_grace
+        );
         s.signal(Signal::Kill);
         done(ExitStage::Killed, s.wait_status(policy.kill_wait))
     }
@@ -689,7 +790,8 @@ impl PluginProcess {
         let deadline = Instant::now() + timeout;
         let mut threads = std::mem::take(&mut *lock(&self.threads));
         while !threads.is_empty() && Instant::now() < deadline {
-            let (done, running): (Vec<_>, Vec<_>) = threads.into_iter().partition(|h| h.is_finished());
+            let (done, running): (Vec<_>, Vec<_>) =
+                threads.into_iter().partition(|h| h.is_finished());
             for h in done {
                 if h.join().is_err() {
                     log::error!("[plugin:{}] an I/O thread panicked", self.shared.label);
@@ -728,7 +830,10 @@ struct ActiveInvoke<'a> {
 impl<'a> ActiveInvoke<'a> {
     fn register(shared: &'a Shared, id: &str) -> Self {
         lock(&shared.invokes).insert(id.to_owned());
-        ActiveInvoke { shared, id: id.to_owned() }
+        ActiveInvoke {
+            shared,
+            id: id.to_owned(),
+        }
     }
 }
 
@@ -747,7 +852,11 @@ fn parse_manifest(raw: &RawValue) -> Result<Manifest> {
             snippet(raw.get())
         )));
     };
-    if map.get("manifest").is_some_and(serde_json::Value::is_object) && !map.contains_key("tools") {
+    if map
+        .get("manifest")
+        .is_some_and(serde_json::Value::is_object)
+        && !map.contains_key("tools")
+    {
         return Err(Error::Protocol(
             "describe returned a wrapped {\"manifest\": {...}}; the Agent needs the bare manifest object (pitfall #5)"
                 .to_owned(),

@@ -42,14 +42,22 @@ fn on_line(shared: &Arc<Shared>, dispatch: &Dispatcher, line: &[u8]) {
             };
             settle(shared, id, reply);
         }
-        Message::Request { id: None, method, params } => {
+        Message::Request {
+            id: None,
+            method,
+            params,
+        } => {
             if method == "executa/progress" {
                 dispatch.progress(shared, params);
             } else {
                 log::debug!("[plugin:{}] notification `{method}` dropped", shared.label);
             }
         }
-        Message::Request { id: Some(id), method, params } => {
+        Message::Request {
+            id: Some(id),
+            method,
+            params,
+        } => {
             let job = Job {
                 shared: shared.clone(),
                 id: Id::from_raw(id),
@@ -87,20 +95,32 @@ fn on_line(shared: &Arc<Shared>, dispatch: &Dispatcher, line: &[u8]) {
 fn settle(shared: &Shared, id: &RawValue, reply: super::pending::Reply) {
     if id.get() == "null" {
         if !shared.pending.settle_null(reply) {
-            log::debug!("[plugin:{}] unsolicited reply with id null dropped", shared.label);
+            log::debug!(
+                "[plugin:{}] unsolicited reply with id null dropped",
+                shared.label
+            );
         }
         return;
     }
-    let settled = id.get().parse::<u64>().is_ok_and(|n| shared.pending.settle(n, reply));
+    let settled = id
+        .get()
+        .parse::<u64>()
+        .is_ok_and(|n| shared.pending.settle(n, reply));
     if !settled {
-        log::debug!("[plugin:{}] reply to unknown or abandoned id {} dropped", shared.label, id.get());
+        log::debug!(
+            "[plugin:{}] reply to unknown or abandoned id {} dropped",
+            shared.label,
+            id.get()
+        );
     }
 }
 
 /// JSON that is not a valid envelope: a file-transport pointer, a broken reply to a pending
 /// call (that call fails), or noise.
 fn on_invalid(shared: &Shared, line: &[u8], id: Option<&RawValue>, reason: &str) {
-    let pending = id.and_then(|i| i.get().parse::<u64>().ok()).filter(|&n| shared.pending.contains(n));
+    let pending = id
+        .and_then(|i| i.get().parse::<u64>().ok())
+        .filter(|&n| shared.pending.contains(n));
     let Some(n) = pending else {
         shared.record_noise(line, true);
         return;
@@ -124,11 +144,18 @@ fn on_oversized(shared: &Shared, head: &[u8], size: usize) {
     let head = wire::scan_head(head);
     match (head.id, head.has_method) {
         (Some(id), false) => {
-            if id.as_u64().is_some_and(|n| shared.pending.settle(n, Err(Error::FrameTooLarge { size, max }))) {
+            if id.as_u64().is_some_and(|n| {
+                shared
+                    .pending
+                    .settle(n, Err(Error::FrameTooLarge { size, max }))
+            }) {
                 shared.count_reply();
                 return;
             }
-            log::warn!("[plugin:{}] oversized reply ({size} bytes) to unknown id {id} dropped", shared.label);
+            log::warn!(
+                "[plugin:{}] oversized reply ({size} bytes) to unknown id {id} dropped",
+                shared.label
+            );
         }
         (Some(id), true) => {
             let err = RpcError::with_code(
@@ -138,7 +165,10 @@ fn on_oversized(shared: &Shared, head: &[u8], size: usize) {
             );
             answer_error(shared, &id, &err);
         }
-        (None, _) => log::warn!("[plugin:{}] oversized frame ({size} bytes) without an id dropped", shared.label),
+        (None, _) => log::warn!(
+            "[plugin:{}] oversized frame ({size} bytes) without an id dropped",
+            shared.label
+        ),
     }
 }
 
@@ -171,9 +201,18 @@ fn read_file_transport(shared: &Shared, path: &Path) -> super::pending::Reply {
     let _ = std::fs::remove_file(&path);
     let bytes = bytes?;
     match wire::parse(&bytes) {
-        Message::Response { outcome: Ok(result), .. } => Ok(result.to_owned()),
-        Message::Response { outcome: Err(error), .. } => Err(Error::Remote(wire::parse_error_object(error))),
-        _ => Err(Error::Protocol(format!("file-transport file {} holds no JSON-RPC response", path.display()))),
+        Message::Response {
+            outcome: Ok(result),
+            ..
+        } => Ok(result.to_owned()),
+        Message::Response {
+            outcome: Err(error),
+            ..
+        } => Err(Error::Remote(wire::parse_error_object(error))),
+        _ => Err(Error::Protocol(format!(
+            "file-transport file {} holds no JSON-RPC response",
+            path.display()
+        ))),
     }
 }
 
@@ -184,9 +223,13 @@ fn checked_transport_path(path: &Path) -> Result<PathBuf, String> {
         return Err(refuse("not a regular file"));
     }
     let canonical = path.canonicalize().map_err(|e| refuse(&e.to_string()))?;
-    let tmp = std::env::temp_dir().canonicalize().map_err(|e| refuse(&e.to_string()))?;
+    let tmp = std::env::temp_dir()
+        .canonicalize()
+        .map_err(|e| refuse(&e.to_string()))?;
     if canonical.parent() != Some(tmp.as_path()) {
-        return Err(refuse("only files directly in the temp directory are accepted"));
+        return Err(refuse(
+            "only files directly in the temp directory are accepted",
+        ));
     }
     Ok(canonical)
 }

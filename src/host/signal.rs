@@ -36,11 +36,18 @@ fn raw_kill(target: libc::pid_t, sig: libc::c_int) -> io::Result<()> {
     // memory safety whatever the arguments. The pid-reuse hazard is handled by the caller
     // (see `send`).
     let rc = unsafe { libc::kill(target, sig) };
-    if rc == 0 { Ok(()) } else { Err(io::Error::last_os_error()) }
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
 }
 
 /// Without POSIX signals there is no polite stop: report it so the caller escalates.
 #[cfg(not(unix))]
 pub(crate) fn send(_pid: u32, _sig: Signal) -> io::Result<()> {
-    Err(io::Error::new(io::ErrorKind::Unsupported, "signals need a Unix host"))
+    Err(io::Error::new(
+        io::ErrorKind::Unsupported,
+        "signals need a Unix host",
+    ))
 }

@@ -39,7 +39,10 @@ impl StderrTail {
         }
         let mut kept = line.to_owned();
         if kept.len() > TAIL_LINE {
-            let cut = (0..=TAIL_LINE).rev().find(|&i| kept.is_char_boundary(i)).unwrap_or(0);
+            let cut = (0..=TAIL_LINE)
+                .rev()
+                .find(|&i| kept.is_char_boundary(i))
+                .unwrap_or(0);
             kept.truncate(cut);
             kept.push('…');
         }
@@ -98,7 +101,9 @@ pub(crate) fn run<R: Read>(stderr: R, tail: &StderrTail, label: &str, relay: Std
         match read_capped_line(&mut input, &mut line) {
             Ok(None) => break,
             Ok(Some(size)) => {
-                let mut text = String::from_utf8_lossy(&line).trim_end_matches(['\r', '\n']).to_owned();
+                let mut text = String::from_utf8_lossy(&line)
+                    .trim_end_matches(['\r', '\n'])
+                    .to_owned();
                 if size > MAX_LINE {
                     text.push_str(&format!("… ({size} bytes)"));
                 }
@@ -164,7 +169,12 @@ mod tests {
     #[test]
     fn keeps_tail_and_marks_done() {
         let tail = StderrTail::new(2);
-        run(&b"one\n  two indented\nthree\r\n"[..], &tail, "t", StderrRelay::Quiet);
+        run(
+            &b"one\n  two indented\nthree\r\n"[..],
+            &tail,
+            "t",
+            StderrRelay::Quiet,
+        );
         assert_eq!(tail.snapshot(), vec!["  two indented", "three"]);
         assert!(tail.wait_done(Duration::ZERO));
         assert!(tail.describe().contains("two indented | three"));

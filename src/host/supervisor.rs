@@ -66,7 +66,9 @@ fn on_exit(core: &Core, generation: u64, events: &Receiver<Event>) -> bool {
         slot.attempt
     };
     if !policy.enabled {
-        core.set_state(HostState::Failed(format!("{reason}; restarts are disabled")));
+        core.set_state(HostState::Failed(format!(
+            "{reason}; restarts are disabled"
+        )));
         return true;
     }
     loop {
@@ -74,11 +76,17 @@ fn on_exit(core: &Core, generation: u64, events: &Receiver<Event>) -> bool {
         lock(&core.slot).attempt = attempt;
         if attempt > policy.max_attempts {
             let last = lock(&core.slot).last_exit.clone().unwrap_or_default();
-            let why = format!("gave up after {} restart attempts; last failure: {last}", policy.max_attempts);
+            let why = format!(
+                "gave up after {} restart attempts; last failure: {last}",
+                policy.max_attempts
+            );
             log::error!("[plugin:{}] {why}", core.label);
             return core.set_state(HostState::Failed(why));
         }
-        if !core.set_state(HostState::Restarting { attempt, of: policy.max_attempts }) {
+        if !core.set_state(HostState::Restarting {
+            attempt,
+            of: policy.max_attempts,
+        }) {
             return false;
         }
         let delay = policy.delay(attempt);
@@ -106,7 +114,10 @@ fn on_exit(core: &Core, generation: u64, events: &Receiver<Event>) -> bool {
                 };
             }
             Err(e) => {
-                log::warn!("[plugin:{}] restart attempt {attempt} failed: {e}", core.label);
+                log::warn!(
+                    "[plugin:{}] restart attempt {attempt} failed: {e}",
+                    core.label
+                );
                 lock(&core.slot).last_exit = Some(e.to_string());
             }
         }

@@ -9,40 +9,16 @@ use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
 use crate::error::{Error, Result};
-
-/// The protocol version a session runs.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ProtocolVersion {
-    /// `initialize` was answered: reverse RPC is available.
-    V2,
-    /// Fell back to 1.1 (no answer, -32601, or any error frame): no reverse RPC.
-    V1_1,
-    /// `initialize` was never sent (dev-host mode); reverse calls are allowed, as there.
-    Unknown,
-}
-
-impl ProtocolVersion {
-    /// The version string (`"2.0"`, `"1.1"`, or `"unknown"`).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ProtocolVersion::V2 => "2.0",
-            ProtocolVersion::V1_1 => "1.1",
-            ProtocolVersion::Unknown => "unknown",
-        }
-    }
-}
-
-impl fmt::Display for ProtocolVersion {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
+use crate::session::ProtocolVersion;
 
 /// The outcome of the `initialize` handshake.
 #[derive(Clone, Debug, PartialEq)]
-pub struct Negotiated {
-    /// The version in force.
-    pub protocol: ProtocolVersion,
+pub struct Handshake {
+    /// The version in force: [`ProtocolVersion::V2`] when `initialize` was answered
+    /// (reverse RPC available), [`ProtocolVersion::V1`] after a fallback to 1.1 (no
+    /// reverse RPC), `None` when `initialize` was skipped (dev-host mode: reverse calls
+    /// are allowed, as there).
+    pub protocol: Option<ProtocolVersion>,
     /// Why the session fell back to 1.1, when it did (recorded, never surfaced as an error).
     pub fallback: Option<String>,
     /// `serverInfo` / `server_info` from the plugin.
@@ -56,10 +32,10 @@ pub struct Negotiated {
     pub elapsed: Duration,
 }
 
-impl Negotiated {
+impl Handshake {
     pub(crate) fn fallback(reason: String, elapsed: Duration) -> Self {
-        Negotiated {
-            protocol: ProtocolVersion::V1_1,
+        Handshake {
+            protocol: Some(ProtocolVersion::V1),
             fallback: Some(reason),
             server_info: None,
             capabilities: Map::new(),
@@ -68,9 +44,23 @@ impl Negotiated {
         }
     }
 
+    /// The version as text: `"2.0"`, `"1.1"`, or `"none"` when `initialize` was skipped.
+    pub fn version_str(&self) -> &'static str {
+        match self.protocol {
+            Some(ProtocolVersion::V2) => "2.0",
+            Some(ProtocolVersion::V1) => "1.1",
+            None => "none",
+        }
+    }
+
+    /// Whether reverse RPC is available (v2 negotiated, or `initialize` skipped).
+    pub fn reverse_rpc(&self) -> bool {
+        self.protocol != Some(ProtocolVersion::V1)
+    }
+
     pub(crate) fn skipped() -> Self {
-        Negotiated {
-            protocol: ProtocolVersion::Unknown,
+        Handshake {
+            protocol: None,
             fallback: None,
             server_info: None,
             capabilities: Map::new(),
@@ -83,27 +73,41 @@ impl Negotiated {
     /// a 1.1 session; anything else that answered is v2.
     pub(crate) fn from_result(raw: &RawValue, elapsed: Duration) -> Self {
         let v: Value = serde_json::from_str(raw.get()).unwrap_or(Value::Null);
-        let echoed = v.get("protocolVersion").and_then(Value::as_str).map(str::to_owned);
+        let echoed = v
+            .get("protocolVersion")
+            .and_then(Value::as_str)
+            .map(str::to_owned);
         let mut caps = Map::new();
         for key in ["client_capabilities", "capabilities"] {
             if let Some(Value::Object(m)) = v.get(key) {
                 caps.extend(m.clone());
             }
         }
-        let server_info = v.get("serverInfo").or_else(|| v.get("server_info")).cloned();
+        let server_info = v
+            .get("serverInfo")
+            .or_else(|| v.get("server_info"))
+            .cloned();
         let (protocol, fallback) = match echoed.as_deref() {
-            Some(s) if s.starts_with("1.") => {
-                (ProtocolVersion::V1_1, Some(format!("plugin answered protocolVersion {s:?}")))
-            }
+            Some(s) if s.starts_with("1.") => (
+                ProtocolVersion::V1,
+                Some(format!("plugin answered protocolVersion {s:?}")),
+            ),
             _ => (ProtocolVersion::V2, None),
         };
-        Negotiated { protocol, fallback, server_info, capabilities: caps, echoed_version: echoed, elapsed }
+        Handshake {
+            protocol: Some(protocol),
+            fallback,
+            server_info,
+            capabilities: caps,
+            echoed_version: echoed,
+            elapsed,
+        }
     }
 }
 
 /// The answer to `health`.
 #[derive(Clone, Debug, PartialEq)]
-pub struct Health {
+pub struct HealthReport {
     /// `ready`, `error` or `initializing` (some plugins say `healthy` or `ok`).
     pub status: String,
     /// Free text.
@@ -114,7 +118,7 @@ pub struct Health {
     pub implemented: bool,
 }
 
-impl Health {
+impl HealthReport {
     /// Whether the Agent would count the plugin healthy (`ready`, `healthy`, `ok`, or no
     /// `health` method at all).
     pub fn is_healthy(&self) -> bool {
@@ -122,15 +126,24 @@ impl Health {
     }
 
     pub(crate) fn unimplemented() -> Self {
-        Health { status: "ready".to_owned(), message: String::new(), details: Value::Null, implemented: false }
+        HealthReport {
+            status: "ready".to_owned(),
+            message: String::new(),
+            details: Value::Null,
+            implemented: false,
+        }
     }
 
     pub(crate) fn from_result(raw: &RawValue) -> Result<Self> {
         let v: Value = serde_json::from_str(raw.get())?;
         let text = |k: &str| v.get(k).and_then(Value::as_str).map(str::to_owned);
-        let status = text("status")
-            .ok_or_else(|| Error::Protocol(format!("health result has no string `status`: {}", raw.get())))?;
-        Ok(Health {
+        let status = text("status").ok_or_else(|| {
+            Error::Protocol(format!(
+                "health result has no string `status`: {}",
+                raw.get()
+            ))
+        })?;
+        Ok(HealthReport {
             status,
             message: text("message").unwrap_or_default(),
             details: v.get("details").cloned().unwrap_or(Value::Null),
@@ -184,9 +197,11 @@ impl InvokeResult {
         let error = map.remove("error").and_then(|e| match e {
             Value::Null => None,
             Value::String(s) => Some(s),
-            Value::Object(ref o) => {
-                Some(o.get("message").and_then(Value::as_str).map_or_else(|| e.to_string(), str::to_owned))
-            }
+            Value::Object(ref o) => Some(
+                o.get("message")
+                    .and_then(Value::as_str)
+                    .map_or_else(|| e.to_string(), str::to_owned),
+            ),
             other => Some(other.to_string()),
         });
         Ok(InvokeResult {

@@ -72,7 +72,10 @@ impl MemoryStorage {
     /// An empty store accepting only these scopes (`&["user", "tool"]` mimics what
     /// production grants a standalone plugin).
     pub fn with_scopes(scopes: &[&str]) -> Self {
-        MemoryStorage { store: Mutex::new(Store::default()), scopes: scopes.iter().map(|s| (*s).to_owned()).collect() }
+        MemoryStorage {
+            store: Mutex::new(Store::default()),
+            scopes: scopes.iter().map(|s| (*s).to_owned()).collect(),
+        }
     }
 
     /// The live value under `key` in `scope`, for inspection by tests and tools.
@@ -85,7 +88,11 @@ impl MemoryStorage {
     /// Number of live entries across all scopes.
     pub fn len(&self) -> usize {
         let now = Instant::now();
-        lock(&self.store).entries.values().filter(|e| e.live(now)).count()
+        lock(&self.store)
+            .entries
+            .values()
+            .filter(|e| e.live(now))
+            .count()
     }
 
     /// Whether the store holds no live entry.
@@ -100,7 +107,9 @@ impl MemoryStorage {
             Some(_) => return Err(invalid("`scope` must be a string")),
         };
         if !matches!(scope, "user" | "app" | "tool") {
-            return Err(invalid(&format!("unknown scope {scope:?}: use \"user\", \"app\" or \"tool\"")));
+            return Err(invalid(&format!(
+                "unknown scope {scope:?}: use \"user\", \"app\" or \"tool\""
+            )));
         }
         if !self.scopes.iter().any(|s| s == scope) {
             return Err(RpcError::with_code(
@@ -124,18 +133,28 @@ impl MemoryStorage {
 
     fn set(&self, p: &Value) -> Result<Value, RpcError> {
         let id = (self.scope(p)?, key(p)?);
-        let value = p.get("value").cloned().ok_or_else(|| invalid("`value` is required"))?;
+        let value = p
+            .get("value")
+            .cloned()
+            .ok_or_else(|| invalid("`value` is required"))?;
         let text = value.to_string();
         if text.len() > MAX_VALUE_BYTES {
             return Err(RpcError::with_code(
                 VALUE_TOO_LARGE,
                 "VALUE_TOO_LARGE",
-                format!("value of {} bytes exceeds the {MAX_VALUE_BYTES}-byte limit", text.len()),
+                format!(
+                    "value of {} bytes exceeds the {MAX_VALUE_BYTES}-byte limit",
+                    text.len()
+                ),
             ));
         }
         let ttl = match p.get("ttl_seconds") {
             None | Some(Value::Null) => None,
-            Some(v) => Some(v.as_u64().filter(|&s| s > 0).ok_or_else(|| invalid("`ttl_seconds` must be a positive integer"))?),
+            Some(v) => Some(
+                v.as_u64()
+                    .filter(|&s| s > 0)
+                    .ok_or_else(|| invalid("`ttl_seconds` must be a positive integer"))?,
+            ),
         };
         let mut store = lock(&self.store);
         purge_if_expired(&mut store, &id);
@@ -174,7 +193,9 @@ impl MemoryStorage {
                 .ok_or_else(|| invalid("`limit` must be an integer from 1 to 1000"))?,
         };
         let after = match opt_str(p, "cursor")? {
-            Some(c) => Some(decode_cursor(&c).ok_or_else(|| invalid("`cursor` is not one this host issued"))?),
+            Some(c) => Some(
+                decode_cursor(&c).ok_or_else(|| invalid("`cursor` is not one this host issued"))?,
+            ),
             None => None,
         };
         if opt_str(p, "kind")?.as_deref() == Some("file") {
@@ -230,13 +251,19 @@ impl Service for MemoryStorage {
 }
 
 fn items_last_key(items: &[Value]) -> &str {
-    items.last().and_then(|i| i.get("key")).and_then(Value::as_str).unwrap_or_default()
+    items
+        .last()
+        .and_then(|i| i.get("key"))
+        .and_then(Value::as_str)
+        .unwrap_or_default()
 }
 
 fn key(p: &Value) -> Result<String, RpcError> {
     match p.get("key") {
         Some(Value::String(k)) if !k.is_empty() && k.len() <= MAX_KEY_BYTES => Ok(k.clone()),
-        Some(Value::String(_)) => Err(invalid(&format!("`key` must be 1 to {MAX_KEY_BYTES} bytes"))),
+        Some(Value::String(_)) => Err(invalid(&format!(
+            "`key` must be 1 to {MAX_KEY_BYTES} bytes"
+        ))),
         _ => Err(invalid("`key` (a string) is required")),
     }
 }
@@ -250,14 +277,20 @@ fn opt_str(p: &Value, field: &str) -> Result<Option<String>, RpcError> {
 }
 
 fn purge_if_expired(store: &mut Store, id: &(String, String)) {
-    if store.entries.get(id).is_some_and(|e| !e.live(Instant::now())) {
+    if store
+        .entries
+        .get(id)
+        .is_some_and(|e| !e.live(Instant::now()))
+    {
         store.entries.remove(id);
     }
 }
 
 /// `if_match` must equal the current etag; a missing key never matches.
 fn check_if_match(p: &Value, current: Option<&Entry>) -> Result<(), RpcError> {
-    let Some(want) = opt_str(p, "if_match")? else { return Ok(()) };
+    let Some(want) = opt_str(p, "if_match")? else {
+        return Ok(());
+    };
     match current {
         Some(e) if e.etag == want => Ok(()),
         _ => {
@@ -277,23 +310,28 @@ fn check_if_match(p: &Value, current: Option<&Entry>) -> Result<(), RpcError> {
 
 /// Cursors are the last key returned, hex-encoded so callers treat them as opaque.
 fn encode_cursor(key: &str) -> String {
-    key.bytes().fold(String::with_capacity(key.len() * 2), |mut s, b| {
-        let _ = write!(s, "{b:02x}");
-        s
-    })
+    key.bytes()
+        .fold(String::with_capacity(key.len() * 2), |mut s, b| {
+            let _ = write!(s, "{b:02x}");
+            s
+        })
 }
 
 fn decode_cursor(cursor: &str) -> Option<String> {
     if cursor.len() % 2 != 0 {
         return None;
     }
-    let bytes: Option<Vec<u8>> =
-        (0..cursor.len()).step_by(2).map(|i| u8::from_str_radix(cursor.get(i..i + 2)?, 16).ok()).collect();
+    let bytes: Option<Vec<u8>> = (0..cursor.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(cursor.get(i..i + 2)?, 16).ok())
+        .collect();
     String::from_utf8(bytes?).ok()
 }
 
 fn now_ms() -> u64 {
-    let d = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
+    let d = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default();
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
 
@@ -326,7 +364,13 @@ mod tests {
     use crate::id::Id;
 
     fn call(s: &MemoryStorage, method: &str, params: Value) -> Result<Value, RpcError> {
-        s.call(&ReverseCall { method: method.into(), params, invoke_id: None, client_timeout: None, id: Id::number(1) })
+        s.call(&ReverseCall {
+            method: method.into(),
+            params,
+            invoke_id: None,
+            client_timeout: None,
+            id: Id::number(1),
+        })
     }
 
     #[test]
@@ -334,22 +378,47 @@ mod tests {
         let s = MemoryStorage::new();
         let miss = call(&s, "storage/get", json!({"key": "k", "scope": "user"})).unwrap();
         assert_eq!(miss, json!({"value": null, "exists": false, "etag": null}));
-        let set = call(&s, "storage/set", json!({"key": "k", "scope": "user", "value": {"n": 1}})).unwrap();
+        let set = call(
+            &s,
+            "storage/set",
+            json!({"key": "k", "scope": "user", "value": {"n": 1}}),
+        )
+        .unwrap();
         let etag = set["etag"].as_str().unwrap().to_owned();
         assert!(etag.starts_with("W/\"1-") && etag.ends_with('"'), "{etag}");
         let got = call(&s, "storage/get", json!({"key": "k", "scope": "user"})).unwrap();
         assert_eq!(got["exists"], true);
         assert_eq!(got["value"], json!({"n": 1}));
-        let falsy = call(&s, "storage/set", json!({"key": "z", "scope": "user", "value": 0})).unwrap();
+        let falsy = call(
+            &s,
+            "storage/set",
+            json!({"key": "z", "scope": "user", "value": 0}),
+        )
+        .unwrap();
         assert!(falsy["etag"].is_string());
-        assert_eq!(call(&s, "storage/get", json!({"key": "z", "scope": "user"})).unwrap()["exists"], true);
+        assert_eq!(
+            call(&s, "storage/get", json!({"key": "z", "scope": "user"})).unwrap()["exists"],
+            true
+        );
 
-        let stale = call(&s, "storage/set", json!({"key": "k", "scope": "user", "value": 2, "if_match": "W/\"0-x\""}));
+        let stale = call(
+            &s,
+            "storage/set",
+            json!({"key": "k", "scope": "user", "value": 2, "if_match": "W/\"0-x\""}),
+        );
         let e = stale.unwrap_err();
         assert_eq!(e.code, -32023);
         assert_eq!(e.data.unwrap()["current_etag"], etag);
-        call(&s, "storage/set", json!({"key": "k", "scope": "user", "value": 2, "if_match": etag})).unwrap();
-        assert_eq!(call(&s, "storage/delete", json!({"key": "k", "scope": "user"})).unwrap(), json!({"deleted": true}));
+        call(
+            &s,
+            "storage/set",
+            json!({"key": "k", "scope": "user", "value": 2, "if_match": etag}),
+        )
+        .unwrap();
+        assert_eq!(
+            call(&s, "storage/delete", json!({"key": "k", "scope": "user"})).unwrap(),
+            json!({"deleted": true})
+        );
         assert_eq!(s.value("user", "k"), None);
         // Scopes are separate, and `app` is the default.
         call(&s, "storage/set", json!({"key": "k", "value": "a"})).unwrap();
@@ -361,14 +430,28 @@ mod tests {
     fn list_pages_with_cursor() {
         let s = MemoryStorage::new();
         for i in 0..5 {
-            call(&s, "storage/set", json!({"key": format!("note/{i}"), "scope": "tool", "value": i})).unwrap();
+            call(
+                &s,
+                "storage/set",
+                json!({"key": format!("note/{i}"), "scope": "tool", "value": i}),
+            )
+            .unwrap();
         }
-        call(&s, "storage/set", json!({"key": "other", "scope": "tool", "value": 0})).unwrap();
+        call(
+            &s,
+            "storage/set",
+            json!({"key": "other", "scope": "tool", "value": 0}),
+        )
+        .unwrap();
         let mut keys = Vec::new();
         let mut cursor = Value::Null;
         loop {
-            let page = call(&s, "storage/list", json!({"scope": "tool", "prefix": "note/", "limit": 2, "cursor": cursor}))
-                .unwrap();
+            let page = call(
+                &s,
+                "storage/list",
+                json!({"scope": "tool", "prefix": "note/", "limit": 2, "cursor": cursor}),
+            )
+            .unwrap();
             for item in page["items"].as_array().unwrap() {
                 assert!(item["updated_at"].as_str().unwrap().ends_with('Z'));
                 keys.push(item["key"].as_str().unwrap().to_owned());
@@ -379,17 +462,46 @@ mod tests {
             }
         }
         assert_eq!(keys, ["note/0", "note/1", "note/2", "note/3", "note/4"]);
-        assert_eq!(call(&s, "storage/list", json!({"scope": "tool", "limit": 0})).unwrap_err().code, -32028);
+        assert_eq!(
+            call(&s, "storage/list", json!({"scope": "tool", "limit": 0}))
+                .unwrap_err()
+                .code,
+            -32028
+        );
     }
 
     #[test]
     fn scope_grants_and_limits() {
         let s = MemoryStorage::with_scopes(&["user", "tool"]);
-        assert_eq!(call(&s, "storage/get", json!({"key": "k"})).unwrap_err().code, -32021);
-        assert_eq!(call(&s, "storage/get", json!({"key": "k", "scope": "bogus"})).unwrap_err().code, -32028);
+        assert_eq!(
+            call(&s, "storage/get", json!({"key": "k"}))
+                .unwrap_err()
+                .code,
+            -32021
+        );
+        assert_eq!(
+            call(&s, "storage/get", json!({"key": "k", "scope": "bogus"}))
+                .unwrap_err()
+                .code,
+            -32028
+        );
         let big = "x".repeat(MAX_VALUE_BYTES + 1);
-        assert_eq!(call(&s, "storage/set", json!({"key": "k", "scope": "user", "value": big})).unwrap_err().code, -32025);
-        assert_eq!(call(&s, "storage/get", json!({"scope": "user"})).unwrap_err().code, -32028);
+        assert_eq!(
+            call(
+                &s,
+                "storage/set",
+                json!({"key": "k", "scope": "user", "value": big})
+            )
+            .unwrap_err()
+            .code,
+            -32025
+        );
+        assert_eq!(
+            call(&s, "storage/get", json!({"scope": "user"}))
+                .unwrap_err()
+                .code,
+            -32028
+        );
     }
 
     #[test]

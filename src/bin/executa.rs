@@ -1,0 +1,105 @@
+//! `executa`: drive any Executa plugin from the command line the way the Agent does.
+//!
+//! ```text
+//! executa check    [OPTIONS] -- <plugin command...>
+//! executa describe [OPTIONS] -- <plugin command...>
+//! executa call     [OPTIONS] <TOOL> -- <plugin command...>
+//! executa bench    [OPTIONS] -- <plugin command...>
+//! ```
+//!
+//! Argument parsing is std-only (see `cli.rs`). Exit codes: 0 success, 1 the plugin failed
+//! (a failed check, `success: false`, an error), 2 a usage error or a plugin that would not
+//! start.
+
+// A binary's root looks for modules beside itself; ours live in `executa/`.
+#[path = "executa/bench.rs"]
+mod bench;
+#[path = "executa/call.rs"]
+mod call;
+#[path = "executa/check.rs"]
+mod check;
+#[path = "executa/cli.rs"]
+mod cli;
+#[path = "executa/describe.rs"]
+mod describe;
+
+use std::process::ExitCode;
+
+use cli::{Args, Usage};
+
+const HELP: &str = "\
+executa: drive an Executa plugin (any language) the way the Agent does
+
+USAGE:
+    executa <COMMAND> [OPTIONS] -- <PLUGIN COMMAND...>
+
+COMMANDS:
+    check      Conformance run: stays alive, initialize, manifest shape and fields,
+               health, unknown tool, invoke envelope, malformed line, clean stdout,
+               exit on stdin EOF. One line per check; exits 1 on any failure.
+    describe   Print the plugin's manifest as JSON (for manifest.json).
+    call       Invoke one tool; in-memory storage and sampling answer reverse calls.
+    bench      Round-trip latency (p50/p90/p99) and throughput of an echo-style tool.
+    help       Show the options of a command: `executa help <COMMAND>`.
+
+Everything after `--` is the plugin's command line, e.g.
+    executa check -- python3 plugin.py
+    executa call --args '{\"text\":\"hi\"}' echo -- ./target/release/my-plugin
+
+OPTIONS (every command):
+    --init-timeout SECS       initialize timeout before falling back to 1.1 [5]
+    --describe-timeout SECS   describe timeout [5]
+    --first-launch            allow 60 s for describe (first launch of a onefile binary)
+    --quiet                   do not relay the plugin's stderr
+    -h, --help                show help
+
+EXIT STATUS:
+    0 success; 1 the plugin failed a check, returned success:false or an error;
+    2 usage error, or the plugin could not be started.
+";
+
+fn main() -> ExitCode {
+    executa::init_logger();
+    let argv: Vec<String> = std::env::args().skip(1).collect();
+    match run(argv) {
+        Ok(code) => code,
+        Err(Usage::Help(text)) => {
+            print!("{text}");
+            ExitCode::SUCCESS
+        }
+        Err(Usage::Error(msg)) => {
+            eprintln!("executa: {msg}\nRun `executa --help` for usage.");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn run(argv: Vec<String>) -> Result<ExitCode, Usage> {
+    let mut args = Args::new(argv);
+    let Some(command) = args.next_token() else {
+        return Err(Usage::Help(HELP.to_owned()));
+    };
+    match command.as_str() {
+        "-h" | "--help" => Err(Usage::Help(HELP.to_owned())),
+        "-V" | "--version" => Err(Usage::Help(format!(
+            "executa {}\n",
+            env!("CARGO_PKG_VERSION")
+        ))),
+        "help" => Err(Usage::Help(help_for(args.next_token().as_deref()))),
+        "check" => check::run(args),
+        "describe" => describe::run(args),
+        "call" => call::run(args),
+        "bench" => bench::run(args),
+        other => Err(Usage::Error(format!("unknown command `{other}`"))),
+    }
+}
+
+fn help_for(command: Option<&str>) -> String {
+    match command {
+        Some("check") => check::HELP.to_owned(),
+        Some("describe") => describe::HELP.to_owned(),
+        Some("call") => call::HELP.to_owned(),
+        Some("bench") => bench::HELP.to_owned(),
+        _ => HELP.to_owned(),
+    }
+}

@@ -1,0 +1,152 @@
+//! `executa call`: one invoke, with in-memory backends answering reverse calls.
+
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use executa::host::{
+    Handlers, Host, InvokeOptions, MemoryStorage, ReverseCall, ScriptedSampling, Service,
+};
+use executa::{Error, RpcError};
+use serde_json::{Value, json};
+
+use crate::cli::{Args, Common, Usage, json_arg, secs, unknown};
+use crate::describe::pretty;
+
+pub const HELP: &str = "\
+executa call: invoke one tool and print the result
+
+USAGE:
+    executa call [OPTIONS] <TOOL> -- <PLUGIN COMMAND...>
+
+Starts the plugin (initialize, describe), invokes TOOL once with a fresh context
+(invoke_id, deadline_ms, credentials), prints the result JSON on stdout and every
+progress event on stderr, then shuts the plugin down. Reverse calls are answered
+in memory: storage/* by a key/value store (scopes, etags, paging), sampling/createMessage
+by echoing the last user message (or from --sampling-fixture). Placeholder sampling and
+storage tokens are sent when the manifest declares llm.sample / aps.*.
+
+OPTIONS:
+    --args JSON                  the tool's arguments [{}]
+    --credential NAME=VALUE      a credential for context.credentials (repeatable);
+                                 values are never printed
+    --timeout SECS               invoke timeout [the manifest tool's timeout, else 60]
+    --sampling-fixture FILE      answer sampling from a JSONL fixture: lines like
+                                 {\"match\":{\"contains\":\"hi\"},\"result\":{\"text\":\"hello\"}}
+    --verbose                    log each reverse call on stderr
+    --init-timeout SECS, --describe-timeout SECS, --first-launch, --quiet, -h/--help
+
+EXIT STATUS:
+    0 success:true; 1 success:false or a JSON-RPC error; 2 usage or start failure.
+";
+
+pub fn run(mut args: Args) -> Result<ExitCode, Usage> {
+    let mut common = Common::new();
+    let mut opts = InvokeOptions::new();
+    let mut arguments = json!({});
+    let mut tool = None;
+    let mut fixture = None;
+    let mut verbose = false;
+    while let Some((flag, inline)) = args.next_arg() {
+        if common.apply(&mut args, &flag, inline.clone(), HELP)? {
+            continue;
+        }
+        match flag.as_str() {
+            "--args" => arguments = json_arg(&flag, &args.value(&flag, inline)?)?,
+            "--credential" => {
+                let pair = args.value(&flag, inline)?;
+                let (name, value) = pair
+                    .split_once('=')
+                    .ok_or_else(|| Usage::Error("`--credential` takes NAME=VALUE".to_owned()))?;
+                opts = opts.credential(name, value);
+            }
+            "--timeout" => opts.timeout = Some(secs(&flag, &args.value(&flag, inline)?)?),
+            "--sampling-fixture" => fixture = Some(args.value(&flag, inline)?),
+            "--verbose" | "-v" => verbose = true,
+            f if f.starts_with('-') => return Err(unknown(f)),
+            _ if tool.is_none() => tool = Some(flag),
+            _ => return Err(Usage::Error(format!("unexpected argument `{flag}`"))),
+        }
+    }
+    let tool = tool.ok_or_else(|| Usage::Error("`call` needs the tool name".to_owned()))?;
+    let cmd = args.plugin()?;
+    let sampling = match fixture {
+        Some(path) => match ScriptedSampling::from_file(&path) {
+            Ok(s) => s,
+            Err(e) => return Err(Usage::Error(e.to_string())),
+        },
+        None => ScriptedSampling::echo(),
+    };
+    let services: [Arc<dyn Service>; 2] = [Arc::new(MemoryStorage::new()), Arc::new(sampling)];
+    let mut handlers = Handlers::new().on_progress(|p| {
+        let id = p.invoke_id.as_deref().unwrap_or("-");
+        eprintln!("progress [{}] {} {}", p.kind, id, p.data);
+    });
+    for s in services {
+        handlers = handlers.service(if verbose { Arc::new(Logged(s)) } else { s });
+    }
+    common.host.dev_tokens = true;
+    let host = match Host::start(cmd, common.host, handlers) {
+        Ok(h) => h,
+        Err(e) => {
+            eprintln!("executa call: the plugin did not start: {e}");
+            return Ok(ExitCode::from(2));
+        }
+    };
+    let outcome = host.invoke_with(&tool, &arguments, &opts);
+    // Progress events arrive on their own thread; print the last ones before the result.
+    host.sync_progress(Duration::from_secs(1));
+    host.shutdown();
+    Ok(report(outcome))
+}
+
+fn report(outcome: executa::Result<executa::host::InvokeResult>) -> ExitCode {
+    match outcome {
+        Ok(r) => {
+            let value: Value = serde_json::from_str(r.raw.get()).unwrap_or_default();
+            println!("{}", pretty(&value));
+            eprintln!(
+                "invoke {} took {:.1} ms",
+                r.invoke_id,
+                r.elapsed.as_secs_f64() * 1000.0
+            );
+            if r.success {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::FAILURE
+            }
+        }
+        Err(Error::Remote(e)) => {
+            println!("{}", pretty(&json!({ "error": e })));
+            ExitCode::FAILURE
+        }
+        Err(e) => {
+            eprintln!("executa call: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Logs each reverse call (method, invoke and outcome; never the params, which may hold
+/// user data) on stderr.
+struct Logged(Arc<dyn Service>);
+
+impl Service for Logged {
+    fn handles(&self, method: &str) -> bool {
+        self.0.handles(method)
+    }
+
+    fn call(&self, call: &ReverseCall) -> Result<Value, RpcError> {
+        let out = self.0.call(call);
+        let how = match &out {
+            Ok(_) => "ok".to_owned(),
+            Err(e) => format!("error {e}"),
+        };
+        eprintln!(
+            "reverse {} (invoke {}): {how}",
+            call.method,
+            call.invoke_id.as_deref().unwrap_or("-")
+        );
+        out
+    }
+}

@@ -1,0 +1,124 @@
+//! std-only argument parsing shared by the subcommands.
+
+use std::collections::VecDeque;
+use std::time::Duration;
+
+use executa::host::{HostOptions, PluginCommand, StderrRelay};
+use serde_json::Value;
+
+/// Why parsing stopped: help was asked for, or the command line is wrong.
+pub enum Usage {
+    /// Print this and exit 0.
+    Help(String),
+    /// Print this with a hint and exit 2.
+    Error(String),
+}
+
+/// The arguments after the command name, with the plugin command split off at `--`.
+pub struct Args {
+    tokens: VecDeque<String>,
+    plugin: Option<Vec<String>>,
+}
+
+impl Args {
+    pub fn new(argv: Vec<String>) -> Self {
+        let mut tokens: VecDeque<String> = argv.into();
+        let plugin = tokens.iter().position(|t| t == "--").map(|i| {
+            let rest = tokens.split_off(i);
+            rest.into_iter().skip(1).collect()
+        });
+        Args { tokens, plugin }
+    }
+
+    pub fn next_token(&mut self) -> Option<String> {
+        self.tokens.pop_front()
+    }
+
+    /// The next option or positional: `(flag, inline value)` for `--flag=value`.
+    pub fn next_arg(&mut self) -> Option<(String, Option<String>)> {
+        let token = self.tokens.pop_front()?;
+        if token.starts_with("--")
+            && let Some((flag, value)) = token.split_once('=')
+        {
+            return Some((flag.to_owned(), Some(value.to_owned())));
+        }
+        Some((token, None))
+    }
+
+    /// The value of `flag`: inline (`--flag=v`) or the next token.
+    pub fn value(&mut self, flag: &str, inline: Option<String>) -> Result<String, Usage> {
+        inline
+            .or_else(|| self.tokens.pop_front())
+            .ok_or_else(|| Usage::Error(format!("`{flag}` needs a value")))
+    }
+
+    /// The plugin command after `--`.
+    pub fn plugin(&mut self) -> Result<PluginCommand, Usage> {
+        let argv = self.plugin.take().unwrap_or_default();
+        PluginCommand::from_argv(&argv).ok_or_else(|| {
+            Usage::Error(
+                "missing the plugin command: put it after `--`, e.g. `-- python3 plugin.py`"
+                    .to_owned(),
+            )
+        })
+    }
+}
+
+/// Options every command accepts.
+pub struct Common {
+    pub host: HostOptions,
+}
+
+impl Common {
+    pub fn new() -> Self {
+        Common {
+            host: HostOptions::default(),
+        }
+    }
+
+    /// Applies a common flag; `Ok(false)` when `flag` is not one.
+    pub fn apply(
+        &mut self,
+        args: &mut Args,
+        flag: &str,
+        inline: Option<String>,
+        help: &str,
+    ) -> Result<bool, Usage> {
+        match flag {
+            "-h" | "--help" => return Err(Usage::Help(help.to_owned())),
+            "--init-timeout" => {
+                self.host.initialize_timeout = secs(flag, &args.value(flag, inline)?)?
+            }
+            "--describe-timeout" => {
+                self.host.describe_timeout = secs(flag, &args.value(flag, inline)?)?
+            }
+            "--first-launch" => self.host.first_launch = true,
+            "--quiet" => self.host.stderr = StderrRelay::Quiet,
+            _ => return Ok(false),
+        }
+        Ok(true)
+    }
+}
+
+/// Seconds, fractions allowed.
+pub fn secs(flag: &str, text: &str) -> Result<Duration, Usage> {
+    text.parse::<f64>()
+        .ok()
+        .and_then(|s| Duration::try_from_secs_f64(s).ok())
+        .ok_or_else(|| Usage::Error(format!("`{flag}` takes seconds, got {text:?}")))
+}
+
+pub fn count(flag: &str, text: &str) -> Result<usize, Usage> {
+    text.parse::<usize>()
+        .ok()
+        .filter(|&n| n > 0)
+        .ok_or_else(|| Usage::Error(format!("`{flag}` takes a positive integer, got {text:?}")))
+}
+
+pub fn json_arg(flag: &str, text: &str) -> Result<Value, Usage> {
+    serde_json::from_str(text).map_err(|e| Usage::Error(format!("`{flag}` is not valid JSON: {e}")))
+}
+
+pub fn unknown(flag: &str) -> Usage {
+    Usage::Error(format!("unknown option `{flag}`"))
+}

@@ -1,0 +1,623 @@
+//! `executa check`: a conformance run of any plugin against what the Agent expects, one
+//! line per check, catching each documented pitfall that is visible on the wire.
+//!
+//! The run starts the plugin, sends `initialize`, `describe`, `health`, an `invoke` of an
+//! unknown tool, a smoke `invoke`, and a malformed line, watching stdout for anything that
+//! is not a frame, then closes stdin and times the exit. Each step becomes a [`CheckLine`].
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use super::lint::{self, Area, Severity};
+use super::types::snippet;
+use super::{
+    ExitStage, Handlers, HostOptions, InvokeOptions, PluginCommand, PluginProcess, ShutdownReport,
+};
+use crate::error::{Error, codes};
+use crate::manifest::Manifest;
+use crate::session::ProtocolVersion;
+
+/// The tool name used to probe unknown-tool handling.
+pub const UNKNOWN_TOOL: &str = "__executa_check_no_such_tool__";
+/// The line used to probe malformed-input handling.
+pub const MALFORMED_LINE: &[u8] = b"{this is not JSON";
+
+/// Which tool the smoke invoke calls.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub enum Smoke {
+    /// The first tool whose parameters are all optional, called with `{}`; skipped when
+    /// there is none.
+    #[default]
+    Auto,
+    /// This tool with these arguments.
+    Tool {
+        /// The tool name.
+        name: String,
+        /// Its arguments.
+        arguments: Value,
+    },
+    /// No smoke invoke.
+    Off,
+}
+
+/// Settings of a conformance run.
+#[derive(Clone, Debug)]
+pub struct CheckOptions {
+    /// Timeouts and the shutdown window. The default is the Agent's: 5 s for
+    /// `initialize` and `describe`, 5 s for the plugin to exit after stdin closes.
+    pub host: HostOptions,
+    /// The smoke invoke.
+    pub smoke: Smoke,
+    /// Timeout of each `invoke` sent by the check.
+    pub call_timeout: Duration,
+    /// How long to wait for the answer to the malformed line.
+    pub probe_timeout: Duration,
+}
+
+impl Default for CheckOptions {
+    fn default() -> Self {
+        CheckOptions {
+            host: HostOptions::default(),
+            smoke: Smoke::Auto,
+            call_timeout: Duration::from_secs(10),
+            probe_timeout: Duration::from_secs(2),
+        }
+    }
+}
+
+/// The verdict of one check.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// As the platform expects.
+    Pass,
+    /// Accepted, but worth fixing.
+    Warn,
+    /// The platform would reject or misread this.
+    Fail,
+    /// Not run (the plugin was gone, or nothing to check).
+    Skip,
+}
+
+impl fmt::Display for Outcome {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Outcome::Pass => "PASS",
+            Outcome::Warn => "WARN",
+            Outcome::Fail => "FAIL",
+            Outcome::Skip => "SKIP",
+        })
+    }
+}
+
+/// One line of the report.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CheckLine {
+    /// What was checked.
+    pub name: String,
+    /// The verdict.
+    pub outcome: Outcome,
+    /// Why.
+    pub detail: String,
+}
+
+impl fmt::Display for CheckLine {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}  {:<18} {}", self.outcome, self.name, self.detail)
+    }
+}
+
+/// The whole report.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Report {
+    /// Every line, in order.
+    pub lines: Vec<CheckLine>,
+}
+
+impl Report {
+    /// No line failed.
+    pub fn passed(&self) -> bool {
+        self.count(Outcome::Fail) == 0
+    }
+
+    /// How many lines have this outcome.
+    pub fn count(&self, outcome: Outcome) -> usize {
+        self.lines.iter().filter(|l| l.outcome == outcome).count()
+    }
+
+    /// The line named `name`, if there is one.
+    pub fn line(&self, name: &str) -> Option<&CheckLine> {
+        self.lines.iter().find(|l| l.name == name)
+    }
+
+    /// The failed lines.
+    pub fn failures(&self) -> impl Iterator<Item = &CheckLine> {
+        self.lines.iter().filter(|l| l.outcome == Outcome::Fail)
+    }
+}
+
+/// Runs the conformance check and returns the report. Blocks for the run: a few
+/// milliseconds for a good plugin, up to the configured timeouts for a bad one.
+pub fn run(cmd: &PluginCommand, opts: &CheckOptions) -> Report {
+    run_with(cmd, opts, |_| {})
+}
+
+/// Like [`run`], calling `on_line` as each line is decided (to print progressively).
+pub fn run_with(
+    cmd: &PluginCommand,
+    opts: &CheckOptions,
+    on_line: impl FnMut(&CheckLine),
+) -> Report {
+    let mut run = Run {
+        report: Report::default(),
+        on_line: Box::new(on_line),
+    };
+    let mut host = opts.host.clone();
+    // Reverse calls in the smoke invoke get the in-memory backends, without gating: the
+    // check is about the plugin's own conduct, not the platform's grants.
+    host.gate_reverse_calls = false;
+    host.dev_tokens = true;
+    let process = match PluginProcess::spawn(cmd, host, Handlers::dev_backends()) {
+        Ok(p) => p,
+        Err(e) => {
+            run.push("start", Outcome::Fail, format!("cannot start `{cmd}`: {e}"));
+            return run.report;
+        }
+    };
+    run.push(
+        "start",
+        Outcome::Pass,
+        format!("`{cmd}` running as pid {}", process.pid()),
+    );
+    let checker = Checker { p: &process, opts };
+    checker.initialize(&mut run);
+    let manifest = checker.describe(&mut run);
+    checker.health(&mut run);
+    checker.unknown_tool(&mut run);
+    checker.smoke(&mut run, manifest.as_deref());
+    checker.malformed(&mut run);
+    checker.stdout(&mut run);
+    let alive = checker.stays_alive(&mut run);
+    checker.shutdown(&mut run, alive);
+    run.report
+}
+
+struct Run<'a> {
+    report: Report,
+    on_line: Box<dyn FnMut(&CheckLine) + 'a>,
+}
+
+impl Run<'_> {
+    fn push(&mut self, name: &str, outcome: Outcome, detail: impl Into<String>) {
+        let line = CheckLine {
+            name: name.to_owned(),
+            outcome,
+            detail: detail.into(),
+        };
+        (self.on_line)(&line);
+        self.report.lines.push(line);
+    }
+}
+
+struct Checker<'a> {
+    p: &'a PluginProcess,
+    opts: &'a CheckOptions,
+}
+
+impl Checker<'_> {
+    /// Skips a step when the plugin is gone; `true` when it is.
+    fn skip_if_gone(&self, run: &mut Run<'_>, name: &str) -> bool {
+        let Some(status) = self.p.exit_status() else {
+            return false;
+        };
+        run.push(
+            name,
+            Outcome::Skip,
+            format!("the plugin is not running ({status})"),
+        );
+        true
+    }
+
+    fn initialize(&self, run: &mut Run<'_>) {
+        let h = match self.p.initialize() {
+            Ok(h) => h,
+            Err(e) => return run.push("initialize", Outcome::Fail, gone_text(&e)),
+        };
+        let took = format!("{:.0} ms", h.elapsed.as_secs_f64() * 1000.0);
+        match (h.protocol, &h.fallback) {
+            (Some(ProtocolVersion::V2), _) if h.echoed_version.is_none() => run.push(
+                "initialize",
+                Outcome::Warn,
+                format!("answered in {took} but without `protocolVersion`; echo \"2.0\""),
+            ),
+            (Some(ProtocolVersion::V2), _) => {
+                run.push("initialize", Outcome::Pass, format!("v2 negotiated in {took}"));
+            }
+            (_, Some(why)) if why.starts_with("no answer") => run.push(
+                "initialize",
+                Outcome::Warn,
+                format!(
+                    "v1-only: {why}; every start waits this long. Answer initialize, or -32601 to say \
+                     v1 at once (v1 has no sampling, storage or progress)"
+                ),
+            ),
+            (_, why) => run.push(
+                "initialize",
+                Outcome::Pass,
+                format!("v1-only ({}); no reverse RPC", why.as_deref().unwrap_or("1.1")),
+            ),
+        }
+    }
+
+    fn describe(&self, run: &mut Run<'_>) -> Option<Arc<Manifest>> {
+        if self.skip_if_gone(run, "describe") {
+            return None;
+        }
+        let timeout = self.opts.host.effective_describe_timeout();
+        let start = Instant::now();
+        let raw = match self.p.describe_raw(timeout) {
+            Ok(raw) => raw,
+            Err(e @ Error::Timeout { .. }) => {
+                run.push(
+                    "describe",
+                    Outcome::Fail,
+                    format!("{e}: the Agent gives up and the plugin fails to load; keep describe cheap (pitfall #7)"),
+                );
+                return None;
+            }
+            Err(e) => {
+                run.push("describe", Outcome::Fail, gone_text(&e));
+                return None;
+            }
+        };
+        let took = format!("{:.0} ms", start.elapsed().as_secs_f64() * 1000.0);
+        let value: Value = serde_json::from_str(raw.get()).unwrap_or(Value::Null);
+        run.push("describe", Outcome::Pass, format!("answered in {took}"));
+        let findings = lint::lint_manifest(&value);
+        for area in Area::ALL {
+            let (errors, warnings): (Vec<_>, Vec<_>) = findings
+                .iter()
+                .filter(|f| f.area == area)
+                .partition(|f| f.severity == Severity::Error);
+            let join = |v: &[&lint::Finding]| {
+                v.iter()
+                    .map(|f| f.message.as_str())
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            };
+            if !errors.is_empty() {
+                run.push(area.name(), Outcome::Fail, join(&errors));
+            } else if !warnings.is_empty() {
+                run.push(area.name(), Outcome::Warn, join(&warnings));
+            } else {
+                run.push(area.name(), Outcome::Pass, area_summary(area, &value));
+            }
+        }
+        let manifest: Manifest = serde_json::from_value(value).ok()?;
+        let manifest = Arc::new(manifest);
+        self.p.remember_manifest(manifest.clone());
+        Some(manifest)
+    }
+
+    fn health(&self, run: &mut Run<'_>) {
+        if self.skip_if_gone(run, "health") {
+            return;
+        }
+        match self.p.health() {
+            Ok(h) if !h.implemented => {
+                run.push(
+                    "health",
+                    Outcome::Pass,
+                    "not implemented (-32601): the Agent treats that as healthy",
+                );
+            }
+            Ok(h) if matches!(h.status.as_str(), "ready" | "error" | "initializing") => {
+                run.push("health", Outcome::Pass, format!("status {:?}", h.status));
+            }
+            Ok(h) => run.push(
+                "health",
+                Outcome::Warn,
+                format!(
+                    "status {:?} is not one of \"ready\", \"error\", \"initializing\"",
+                    h.status
+                ),
+            ),
+            Err(e) => run.push("health", Outcome::Fail, gone_text(&e)),
+        }
+    }
+
+    fn invoke_opts(&self) -> InvokeOptions {
+        InvokeOptions::new().timeout(self.opts.call_timeout)
+    }
+
+    fn unknown_tool(&self, run: &mut Run<'_>) {
+        const NAME: &str = "unknown tool";
+        if self.skip_if_gone(run, NAME) {
+            return;
+        }
+        match self
+            .p
+            .invoke_raw(UNKNOWN_TOOL, &json!({}), &self.invoke_opts())
+        {
+            Err(Error::Remote(e)) if e.code == codes::METHOD_NOT_FOUND => {
+                run.push(NAME, Outcome::Pass, "rejected with -32601");
+            }
+            Err(Error::Remote(e)) => {
+                run.push(
+                    NAME,
+                    Outcome::Fail,
+                    format!("rejected with {e}; an unknown tool is -32601"),
+                );
+            }
+            Ok((_, raw)) => run.push(
+                NAME,
+                Outcome::Fail,
+                format!(
+                    "answered with a result instead of a -32601 error: {}",
+                    snippet(raw.get())
+                ),
+            ),
+            Err(e) => run.push(NAME, Outcome::Fail, gone_text(&e)),
+        }
+    }
+
+    fn smoke(&self, run: &mut Run<'_>, manifest: Option<&Manifest>) {
+        const NAME: &str = "invoke result";
+        if self.skip_if_gone(run, NAME) {
+            return;
+        }
+        let (tool, args) = match &self.opts.smoke {
+            Smoke::Off => return run.push(NAME, Outcome::Skip, "smoke invoke disabled"),
+            Smoke::Tool { name, arguments } => (name.clone(), arguments.clone()),
+            Smoke::Auto => match manifest.and_then(argument_free_tool) {
+                Some(t) => (t, json!({})),
+                None => {
+                    return run.push(
+                        NAME,
+                        Outcome::Skip,
+                        "no tool without required parameters; choose one with --invoke TOOL --args JSON",
+                    );
+                }
+            },
+        };
+        let (outcome, detail) = match self.p.invoke_raw(&tool, &args, &self.invoke_opts()) {
+            Ok((_, raw)) => judge_result(&serde_json::from_str(raw.get()).unwrap_or(Value::Null)),
+            Err(Error::Remote(e)) => (
+                Outcome::Warn,
+                format!("answered with a JSON-RPC error {e} (fine for a programmer error)"),
+            ),
+            Err(e) => (Outcome::Fail, gone_text(&e)),
+        };
+        run.push(NAME, outcome, format!("`{tool}`: {detail}"));
+    }
+
+    fn malformed(&self, run: &mut Run<'_>) {
+        const NAME: &str = "malformed line";
+        if self.skip_if_gone(run, NAME) {
+            return;
+        }
+        let answered = self
+            .p
+            .probe_malformed(MALFORMED_LINE, self.opts.probe_timeout);
+        // Whatever the answer, the plugin must still serve afterwards.
+        let follow_up = if self.p.is_running() {
+            self.p.health().err()
+        } else {
+            None
+        };
+        if let Some(status) = self.p.wait_exit(Duration::from_millis(50)) {
+            return run.push(
+                NAME,
+                Outcome::Fail,
+                format!("the plugin died on a malformed line ({status})"),
+            );
+        }
+        if let Some(e) = follow_up {
+            return run.push(
+                NAME,
+                Outcome::Fail,
+                format!("stopped serving after a malformed line: {e}"),
+            );
+        }
+        match answered {
+            Ok(e) if e.code == codes::PARSE_ERROR => run.push(NAME, Outcome::Pass, "answered -32700 and kept serving"),
+            Ok(e) => run.push(NAME, Outcome::Warn, format!("answered {e}; JSON-RPC says -32700 parse error")),
+            Err(Error::Timeout { .. }) => run.push(
+                NAME,
+                Outcome::Fail,
+                format!(
+                    "no answer within {:.1}s: reply {{\"jsonrpc\":\"2.0\",\"id\":null,\"error\":{{\"code\":-32700,...}}}}",
+                    self.opts.probe_timeout.as_secs_f64()
+                ),
+            ),
+            Err(e) => run.push(NAME, Outcome::Fail, e.to_string()),
+        }
+    }
+
+    fn stdout(&self, run: &mut Run<'_>) {
+        let noise = self.p.stdout_noise();
+        if noise.is_clean() {
+            return run.push("stdout", Outcome::Pass, "only JSON-RPC frames");
+        }
+        let first = noise
+            .samples
+            .first()
+            .map(String::as_str)
+            .unwrap_or_default();
+        let what = match (noise.non_json, noise.invalid) {
+            (n, 0) => format!("{n} non-JSON line(s)"),
+            (0, j) => format!("{j} JSON line(s) that are not JSON-RPC frames"),
+            (n, j) => format!("{n} non-JSON and {j} non-frame JSON line(s)"),
+        };
+        run.push(
+            "stdout",
+            Outcome::Fail,
+            format!("{what} on stdout, first: {first:?}; stdout is for frames only, log to stderr (pitfall #3)"),
+        );
+    }
+
+    fn stays_alive(&self, run: &mut Run<'_>) -> bool {
+        let replies = self.p.replies_received();
+        match self.p.exit_status() {
+            None => {
+                run.push(
+                    "stays alive",
+                    Outcome::Pass,
+                    format!("served {replies} replies in one process"),
+                );
+                true
+            }
+            Some(status) => {
+                let replies = format!(
+                    "{replies} {}",
+                    if replies == 1 { "reply" } else { "replies" }
+                );
+                let stderr = self
+                    .p
+                    .stderr_tail()
+                    .last()
+                    .map_or("no stderr output".to_owned(), |l| {
+                        format!("last stderr: {l}")
+                    });
+                let detail = if status.success() {
+                    format!(
+                        "exited ({status}) after {replies} while stdin was open: keep reading stdin until EOF, \
+                         never exit after one request (pitfall #1); {stderr}"
+                    )
+                } else {
+                    format!("crashed ({status}) after {replies}; {stderr}")
+                };
+                run.push("stays alive", Outcome::Fail, detail);
+                false
+            }
+        }
+    }
+
+    fn shutdown(&self, run: &mut Run<'_>, alive: bool) {
+        const NAME: &str = "exit on EOF";
+        let policy = &self.opts.host.shutdown;
+        let report = self.p.shutdown_with(policy);
+        let grace = policy.stdin_grace.as_secs_f64();
+        let (outcome, detail) = judge_exit(&report, grace);
+        if !alive && report.stage == ExitStage::AlreadyExited {
+            return run.push(NAME, Outcome::Skip, "the plugin had already exited");
+        }
+        run.push(NAME, outcome, detail);
+    }
+}
+
+fn judge_exit(r: &ShutdownReport, grace: f64) -> (Outcome, String) {
+    let status = r.status.map_or("not reaped".to_owned(), |s| s.to_string());
+    match r.stage {
+        ExitStage::StdinClosed if r.is_clean() => (
+            Outcome::Pass,
+            format!(
+                "exited 0 {:.0} ms after stdin closed",
+                r.elapsed.as_secs_f64() * 1000.0
+            ),
+        ),
+        ExitStage::StdinClosed => (
+            Outcome::Fail,
+            format!(
+                "exited with {status} after stdin closed: exit 0 unless it crashed (non-zero counts against the restart budget)"
+            ),
+        ),
+        ExitStage::Terminated => (
+            Outcome::Fail,
+            format!(
+                "still running {grace:.1}s after stdin closed; needed SIGTERM ({status}). Exit when stdin reaches EOF"
+            ),
+        ),
+        ExitStage::Killed => (
+            Outcome::Fail,
+            format!(
+                "ignored stdin EOF and SIGTERM; needed SIGKILL ({status}). Exit when stdin reaches EOF"
+            ),
+        ),
+        ExitStage::AlreadyExited => (
+            Outcome::Fail,
+            format!("exited ({status}) before stdin was closed"),
+        ),
+    }
+}
+
+/// Judges an invoke result against the envelope the Agent decodes.
+fn judge_result(v: &Value) -> (Outcome, String) {
+    let Some(m) = v.as_object() else {
+        return (
+            Outcome::Fail,
+            format!(
+                "the result must be an object {{success, data}}, got {}",
+                snippet(&v.to_string())
+            ),
+        );
+    };
+    let fail = |why: &str| (Outcome::Fail, format!("{why} (pitfall #5)"));
+    match m.get("success") {
+        None => fail(
+            "the result has no `success` field: the Agent counts it as a failure with no message",
+        ),
+        Some(Value::Bool(true)) => match m.get("data") {
+            None => fail("`success: true` without `data`"),
+            Some(Value::Object(_)) => {
+                (Outcome::Pass, "success: true with a data object".to_owned())
+            }
+            Some(_) => (
+                Outcome::Warn,
+                "`data` is not an object; Apps see {} for non-object data".to_owned(),
+            ),
+        },
+        Some(Value::Bool(false)) => match m.get("error") {
+            Some(e) if !e.is_null() => (
+                Outcome::Pass,
+                format!("success: false with error {}", snippet(&e.to_string())),
+            ),
+            _ => fail("`success: false` without an `error` message"),
+        },
+        Some(_) => fail("`success` must be a boolean"),
+    }
+}
+
+/// The first tool all of whose parameters are optional (the platform's default is
+/// required), for the smoke invoke.
+fn argument_free_tool(m: &Manifest) -> Option<String> {
+    m.tools
+        .iter()
+        .find(|t| match &t.parameters {
+            Value::Null => true,
+            Value::Array(ps) => ps
+                .iter()
+                .all(|p| p.get("required") == Some(&Value::Bool(false))),
+            _ => false,
+        })
+        .map(|t| t.name.clone())
+}
+
+fn area_summary(area: Area, v: &Value) -> String {
+    let count = |k: &str| v.get(k).and_then(Value::as_array).map_or(0, Vec::len);
+    match area {
+        Area::Shape => "the bare manifest object".to_owned(),
+        Area::Fields => format!(
+            "name {}, version {}",
+            v.get("name").map_or("?".into(), Value::to_string),
+            v.get("version").map_or("?".into(), Value::to_string)
+        ),
+        Area::Tools => format!("{} tool(s), unique names", count("tools")),
+        Area::Parameters => "list form, valid types".to_owned(),
+        Area::Capabilities => format!(
+            "{} declared, all on the allow-list",
+            count("host_capabilities")
+        ),
+        Area::Credentials => format!("{} declared", count("credentials")),
+    }
+}
+
+/// Explains an error in terms of the plugin's conduct.
+fn gone_text(e: &Error) -> String {
+    match e {
+        Error::Disconnected(why) => why.clone(),
+        other => other.to_string(),
+    }
+}

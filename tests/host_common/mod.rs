@@ -1,0 +1,48 @@
+//! Helpers shared by the `host_*` integration tests: fixture plugins and short timeouts.
+#![allow(dead_code)]
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use executa::host::{HostOptions, PluginCommand, RestartPolicy, ShutdownPolicy, StderrRelay};
+
+/// The path of a fixture plugin.
+pub fn fixture(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(name)
+}
+
+/// `python3 tests/fixtures/<script> <args...>`.
+pub fn py(script: &str, args: &[&str]) -> PluginCommand {
+    PluginCommand::new("python3")
+        .arg(fixture(script))
+        .args(args)
+}
+
+/// Options for tests: the Agent's defaults for anything a well-behaved plugin answers at
+/// once, short windows where a misbehaving plugin makes us wait, quiet stderr.
+pub fn opts() -> HostOptions {
+    HostOptions {
+        shutdown: ShutdownPolicy {
+            stdin_grace: Duration::from_millis(400),
+            term_grace: Duration::from_millis(400),
+            kill_wait: Duration::from_secs(5),
+        },
+        restart: RestartPolicy {
+            base_delay: Duration::from_millis(30),
+            ..RestartPolicy::default()
+        },
+        stderr: StderrRelay::Quiet,
+        ..HostOptions::default()
+    }
+}
+
+/// Polls `cond` every few milliseconds until it holds; panics after `limit`.
+pub fn wait_until(what: &str, limit: Duration, mut cond: impl FnMut() -> bool) {
+    let deadline = Instant::now() + limit;
+    while !cond() {
+        assert!(Instant::now() < deadline, "timed out waiting until {what}");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
