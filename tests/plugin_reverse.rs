@@ -679,3 +679,27 @@ fn an_oversized_answer_fails_only_its_call() {
     assert_eq!(p.recv().raw_id().as_deref(), Some("2"));
     assert!(p.finish().is_empty());
 }
+
+#[test]
+fn sigterm_while_a_handler_waits_fails_the_call_at_once_and_exits_0() {
+    let mut p = Conn::spawn();
+    p.invoke_ctx(
+        1,
+        "sample",
+        json!({ "prompt": "term" }),
+        json!({ "invoke_id": "inv-term" }),
+    );
+    p.recv_request("sampling/createMessage");
+    p.sigterm();
+    // The plugin shuts down: the waiting call must fail at once ("host gone") so the
+    // invoke is answered, rather than being abandoned when the grace period runs out.
+    let reply = p.recv();
+    assert_eq!(reply.raw_id().as_deref(), Some("1"), "{}", reply.raw);
+    let error = reply.failure().to_owned();
+    assert!(
+        error.contains("disconnected") || error.contains("shutting down"),
+        "{error}"
+    );
+    let status = p.wait_exit();
+    assert_eq!(status.code(), Some(0), "stderr: {}", p.stderr());
+}
