@@ -139,9 +139,12 @@ fn supervise(rt: &Runtime, events: &mut Events) -> Result<Stopped> {
     };
     log::info!("executa: stopping ({reason:?}); draining in-flight invokes");
     // Requests read before end of input are still served; after a signal (or with no one
-    // left to answer) new invokes are refused.
+    // left to answer) new invokes are refused, and calls waiting on the host fail at once
+    // (end of input already failed them in the reader) so their invokes can still answer
+    // within the grace period.
     if reason != StopReason::InputClosed {
         rt.accepting.store(false, std::sync::atomic::Ordering::Release);
+        rt.peer.pending.close("the plugin is shutting down");
     }
     if rt.pool.drain() {
         return Ok(Stopped { reason, abandoned: 0 });
