@@ -1,0 +1,207 @@
+//! `executa check` (the library run behind the CLI): passes on well-behaved plugins, and
+//! fails each misbehaving one with the right reason.
+
+mod host_common;
+
+use std::time::Duration;
+
+use executa::host::check::{self, CheckOptions, Outcome, Report, Smoke};
+use executa::host::{HostOptions, PluginCommand, ShutdownPolicy, StderrRelay};
+use host_common::py;
+use serde_json::json;
+
+fn options() -> CheckOptions {
+    CheckOptions {
+        host: HostOptions {
+            initialize_timeout: Duration::from_millis(500),
+            shutdown: ShutdownPolicy {
+                stdin_grace: Duration::from_millis(500),
+                term_grace: Duration::from_millis(500),
+                kill_wait: Duration::from_secs(5),
+            },
+            stderr: StderrRelay::Quiet,
+            ..HostOptions::default()
+        },
+        probe_timeout: Duration::from_secs(1),
+        ..CheckOptions::default()
+    }
+}
+
+fn check(cmd: PluginCommand) -> Report {
+    check::run(&cmd, &options())
+}
+
+fn render(r: &Report) -> String {
+    r.lines.iter().map(|l| format!("{l}\n")).collect()
+}
+
+/// Asserts that exactly the named line fails (besides `also`), with `reason` in its text.
+fn fails_with(r: &Report, name: &str, reason: &str, also: &[&str]) {
+    let line = r
+        .line(name)
+        .unwrap_or_else(|| panic!("no `{name}` line in\n{}", render(r)));
+    assert_eq!(line.outcome, Outcome::Fail, "{}", render(r));
+    assert!(
+        line.detail.contains(reason),
+        "`{name}` should mention {reason:?}:\n{}",
+        render(r)
+    );
+    for f in r.failures() {
+        assert!(
+            f.name == name || also.contains(&f.name.as_str()),
+            "unexpected failure {f}\n{}",
+            render(r)
+        );
+    }
+    assert!(!r.passed());
+}
+
+#[test]
+fn quickstart_plugin_passes() {
+    let r = check(py("quickstart.py", &[]));
+    assert!(r.passed(), "{}", render(&r));
+    assert_eq!(r.count(Outcome::Warn), 0, "{}", render(&r));
+    for name in [
+        "initialize",
+        "describe",
+        "health",
+        "unknown tool",
+        "invoke result",
+        "malformed line",
+        "stdout",
+    ] {
+        assert_eq!(
+            r.line(name).unwrap().outcome,
+            Outcome::Pass,
+            "{name}\n{}",
+            render(&r)
+        );
+    }
+    assert!(
+        r.line("invoke result").unwrap().detail.contains("whoami"),
+        "smoke call picks the argument-free tool"
+    );
+    assert!(r.line("exit on EOF").unwrap().detail.contains("exited 0"));
+}
+
+#[test]
+fn tools_plugin_passes_with_a_chosen_smoke_invoke() {
+    let mut o = options();
+    o.smoke = Smoke::Tool {
+        name: "echo".into(),
+        arguments: json!({"text": "smoke"}),
+    };
+    let r = check::run(&py("tools_plugin.py", &[]), &o);
+    assert!(r.passed(), "{}", render(&r));
+    assert!(
+        r.line("invoke result")
+            .unwrap()
+            .detail
+            .contains("`echo`: success: true"),
+        "{}",
+        render(&r)
+    );
+}
+
+#[test]
+fn v1_only_plugin_is_reported_as_such_and_passes() {
+    let r = check(py("no_initialize.py", &[]));
+    let line = r.line("initialize").unwrap();
+    assert_eq!(line.outcome, Outcome::Warn, "{}", render(&r));
+    assert!(line.detail.contains("v1-only"), "{}", render(&r));
+    assert!(r.passed(), "{}", render(&r));
+}
+
+#[test]
+fn exit_after_one_reply_fails_stays_alive() {
+    let r = check(py("exits_after_reply.py", &[]));
+    fails_with(&r, "stays alive", "pitfall #1", &["describe"]);
+    assert!(
+        r.line("stays alive")
+            .unwrap()
+            .detail
+            .contains("exit status: 0"),
+        "{}",
+        render(&r)
+    );
+}
+
+#[test]
+fn banner_on_stdout_fails_stdout() {
+    let r = check(py("banner.py", &[]));
+    fails_with(&r, "stdout", "Banner Plugin v1.0", &[]);
+    assert!(r.line("stdout").unwrap().detail.contains("pitfall #3"));
+}
+
+#[test]
+fn crash_mid_invoke_fails_the_invoke_and_stays_alive() {
+    let r = check(py("crash_mid_invoke.py", &[]));
+    fails_with(&r, "invoke result", "exit status: 3", &["stays alive"]);
+    assert!(
+        r.line("stays alive")
+            .unwrap()
+            .detail
+            .contains("crashed (exit status: 3)"),
+        "{}",
+        render(&r)
+    );
+}
+
+#[test]
+fn ignoring_stdin_eof_fails_exit_on_eof() {
+    let r = check(py("ignores_eof.py", &[]));
+    fails_with(&r, "exit on EOF", "needed SIGTERM", &[]);
+}
+
+#[test]
+fn ignoring_sigterm_fails_exit_on_eof() {
+    let r = check(py("ignores_sigterm.py", &[]));
+    fails_with(&r, "exit on EOF", "needed SIGKILL", &[]);
+}
+
+#[test]
+fn manifest_and_envelope_pitfalls_fail_with_the_right_reason() {
+    let cases: &[(&str, &str, &str)] = &[
+        ("wrapped_manifest", "manifest shape", "wrapped"),
+        ("input_schema", "parameters", "input_schema"),
+        ("schema_parameters", "parameters", "JSON-Schema"),
+        ("bad_param_type", "parameters", "\"str\""),
+        ("bad_capability", "host_capabilities", "\"storage.user\""),
+        ("bad_semver", "manifest fields", "not SemVer"),
+        ("duplicate_tools", "tools", "more than once"),
+        ("no_success", "invoke result", "no `success` field"),
+        ("silent_on_malformed", "malformed line", "no answer"),
+        ("exit_nonzero", "exit on EOF", "exit status: 2"),
+        ("wrong_unknown_tool", "unknown tool", "instead of a -32601"),
+    ];
+    // Independent plugins: run them two at a time to keep the suite quick.
+    std::thread::scope(|s| {
+        for pair in cases.chunks(2) {
+            let runs: Vec<_> = pair
+                .iter()
+                .map(|&(flaw, line, reason)| {
+                    s.spawn(move || (flaw, line, reason, check(py("flawed.py", &[flaw]))))
+                })
+                .collect();
+            for run in runs {
+                let (flaw, line, reason, report) = run.join().unwrap();
+                let r = &report;
+                let l = r
+                    .line(line)
+                    .unwrap_or_else(|| panic!("{flaw}: no `{line}` line\n{}", render(r)));
+                assert_eq!(l.outcome, Outcome::Fail, "{flaw}\n{}", render(r));
+                assert!(
+                    l.detail.contains(reason),
+                    "{flaw}: `{line}` should mention {reason:?}\n{}",
+                    render(r)
+                );
+                assert_eq!(
+                    r.failures().count(),
+                    1,
+                    "{flaw}: one failure expected\n{}",
+                    render(r)
+                );
+            }
+        }
+    });
+}

@@ -1,0 +1,194 @@
+//! The `executa` binary: help, check, describe, call and bench against the Python plugins.
+
+mod host_common;
+
+use std::process::{Command, Output};
+
+use host_common::fixture;
+use serde_json::Value;
+
+fn executa(args: &[&str], plugin: &[&str]) -> Output {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_executa"));
+    cmd.args(args);
+    if !plugin.is_empty() {
+        let script = fixture(plugin[0]);
+        cmd.arg("--").arg("python3").arg(script).args(&plugin[1..]);
+    }
+    cmd.output().expect("run executa")
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+#[test]
+fn help_documents_every_subcommand() {
+    let top = executa(&["--help"], &[]);
+    assert!(top.status.success());
+    let text = stdout(&top);
+    for sub in ["check", "describe", "call", "bench"] {
+        assert!(text.contains(sub), "--help lacks {sub}");
+        for form in [vec!["help", sub], vec![sub, "--help"]] {
+            let o = executa(&form, &[]);
+            assert!(o.status.success(), "{form:?}");
+            assert!(
+                stdout(&o).starts_with(&format!("executa {sub}:")),
+                "{form:?}: {}",
+                stdout(&o)
+            );
+            assert!(stdout(&o).contains("USAGE:"));
+        }
+    }
+    let check = stdout(&executa(&["help", "check"], &[]));
+    for pitfall in ["(#1)", "(#3)", "(#4)", "(#5)", "(#9a)", "-32601", "-32700"] {
+        assert!(check.contains(pitfall), "check help lacks {pitfall}");
+    }
+}
+
+#[test]
+fn usage_errors_exit_2() {
+    let o = executa(&["call", "echo"], &[]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("after `--`"), "{}", stderr(&o));
+    let o = executa(&["frobnicate"], &[]);
+    assert_eq!(o.status.code(), Some(2));
+    let o = executa(&["bench", "--requests", "zero"], &["quickstart.py"]);
+    assert_eq!(o.status.code(), Some(2));
+}
+
+#[test]
+fn check_passes_the_quickstart_plugin_and_fails_a_banner() {
+    let o = executa(&["check", "--quiet"], &["quickstart.py"]);
+    assert!(o.status.success(), "{}", stdout(&o));
+    let out = stdout(&o);
+    assert!(
+        out.lines().filter(|l| l.starts_with("PASS")).count() >= 14,
+        "{out}"
+    );
+    assert!(out.contains("0 failed"), "{out}");
+
+    let o = executa(&["check", "--quiet", "--grace", "0.5"], &["banner.py"]);
+    assert_eq!(o.status.code(), Some(1), "{}", stdout(&o));
+    let out = stdout(&o);
+    let line = out
+        .lines()
+        .find(|l| l.starts_with("FAIL"))
+        .unwrap_or_default();
+    assert!(
+        line.contains("stdout") && line.contains("Banner Plugin"),
+        "{out}"
+    );
+}
+
+#[test]
+fn describe_prints_the_manifest() {
+    let o = executa(&["describe", "--quiet"], &["quickstart.py"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let m: Value = serde_json::from_slice(&o.stdout).expect("JSON manifest");
+    assert_eq!(m["name"], "quickstart");
+    assert_eq!(m["tools"].as_array().unwrap().len(), 3);
+}
+
+#[test]
+fn call_prints_the_result_and_progress() {
+    let o = executa(
+        &[
+            "call",
+            "--quiet",
+            "--args",
+            r#"{"text":"hi there"}"#,
+            "echo",
+        ],
+        &["quickstart.py"],
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let r: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(r["data"]["text"], "hi there");
+
+    let o = executa(
+        &[
+            "call",
+            "--quiet",
+            "--credential",
+            "API_KEY=sk-secret-1",
+            "credentials",
+        ],
+        &["tools_plugin.py"],
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let r: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(r["data"]["names"], serde_json::json!(["API_KEY"]));
+    assert!(
+        !stderr(&o).contains("sk-secret-1"),
+        "a credential value reached stderr"
+    );
+
+    let o = executa(
+        &["call", "--quiet", "--args", r#"{"steps":2}"#, "progress"],
+        &["tools_plugin.py"],
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let err = stderr(&o);
+    assert_eq!(
+        err.lines()
+            .filter(|l| l.starts_with("progress [progress]"))
+            .count(),
+        2,
+        "{err}"
+    );
+    assert!(err.contains(r#"{"of":2,"step":2}"#), "{err}");
+
+    // In-memory storage and echo sampling answer reverse calls.
+    let o = executa(
+        &[
+            "call",
+            "--quiet",
+            "--verbose",
+            "--args",
+            r#"{"prompt":"echo me"}"#,
+            "sample",
+        ],
+        &["tools_plugin.py"],
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let r: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(r["data"]["text"], "echo me");
+    assert!(
+        stderr(&o).contains("reverse sampling/createMessage"),
+        "{}",
+        stderr(&o)
+    );
+
+    // success:false exits 1.
+    let o = executa(&["call", "--quiet", "fail"], &["tools_plugin.py"]);
+    assert_eq!(o.status.code(), Some(1));
+}
+
+#[test]
+fn bench_reports_percentiles_and_throughput() {
+    let o = executa(
+        &[
+            "bench",
+            "--quiet",
+            "--requests",
+            "300",
+            "--concurrency",
+            "3",
+        ],
+        &["quickstart.py"],
+    );
+    assert!(o.status.success(), "{}\n{}", stdout(&o), stderr(&o));
+    let out = stdout(&o);
+    for want in ["p50", "p90", "p99", "req/s", "errors      0"] {
+        assert!(out.contains(want), "{want} missing:\n{out}");
+    }
+    assert!(
+        stderr(&o).contains("bench: 300/300 (100%)"),
+        "progress indicator: {}",
+        stderr(&o)
+    );
+}

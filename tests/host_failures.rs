@@ -1,0 +1,233 @@
+//! The host against misbehaving plugins: crashes, restarts, shutdown escalation, and
+//! malformed, oversized or noisy output that must fail only the affected call.
+
+mod host_common;
+
+use std::os::unix::process::ExitStatusExt;
+use std::time::Duration;
+
+use executa::Error;
+use executa::host::{
+    ExitStage, Handlers, Host, HostOptions, HostState, InvokeOptions, PluginProcess, RestartPolicy,
+};
+use host_common::{opts, py, wait_until};
+use serde_json::json;
+
+#[test]
+fn crash_mid_invoke_fails_the_pending_call_at_once_naming_status_and_stderr() {
+    let o = HostOptions {
+        restart: RestartPolicy {
+            enabled: false,
+            ..RestartPolicy::default()
+        },
+        ..opts()
+    };
+    let host = Host::start(py("crash_mid_invoke.py", &[]), o, Handlers::new()).expect("start");
+    // A long timeout: the call must fail because the process died, not because time ran out.
+    let call = InvokeOptions::new().timeout(Duration::from_secs(60));
+    match host.invoke_with("work", &json!({}), &call) {
+        Err(Error::Disconnected(why)) => {
+            assert!(
+                why.contains("exited unexpectedly (exit status: 3)"),
+                "{why}"
+            );
+            assert!(
+                why.contains("fatal: disk on fire"),
+                "stderr tail missing: {why}"
+            );
+        }
+        other => panic!("expected a disconnect, got {other:?}"),
+    }
+    wait_until("the host gives up", Duration::from_secs(10), || {
+        matches!(host.status().state, HostState::Failed(_))
+    });
+    let status = host.status();
+    assert!(status.last_exit.unwrap().contains("exit status: 3"));
+    match host.invoke("ok", &json!({})) {
+        Err(Error::Disconnected(why)) => assert!(why.contains("restarts are disabled"), "{why}"),
+        other => panic!("expected a disconnect, got {other:?}"),
+    }
+}
+
+#[test]
+fn plugin_exiting_after_one_reply_fails_to_start_with_its_exit_status() {
+    // Pitfall #1: it answers initialize, then exits, so describe never gets an answer.
+    match Host::start(py("exits_after_reply.py", &[]), opts(), Handlers::new()) {
+        Err(Error::Disconnected(why)) => {
+            assert!(why.contains("exit status: 0"), "{why}");
+            assert!(why.contains("done after 1 replies"), "{why}");
+        }
+        other => panic!("expected a disconnect, got {other:?}"),
+    }
+}
+
+#[test]
+fn unexpected_exit_is_restarted_with_backoff_until_the_budget_is_spent() {
+    // Serves initialize, describe and one invoke (3 replies), then exits with status 1.
+    let host = Host::start(
+        py("exits_after_reply.py", &["3", "1"]),
+        opts(),
+        Handlers::new(),
+    )
+    .expect("start");
+    let first_pid = host.status().pid.unwrap();
+    for restart in 1..=3 {
+        let r = host.invoke("echo", &json!({"text": "once"})).unwrap();
+        assert_eq!(r.data["text"], "once");
+        wait_until("the plugin is restarted", Duration::from_secs(10), || {
+            host.status().restarts == restart
+        });
+        host.wait_ready(Duration::from_secs(10)).unwrap();
+        let status = host.status();
+        assert!(
+            status
+                .last_exit
+                .as_deref()
+                .unwrap()
+                .contains("exit status: 1"),
+            "{status:?}"
+        );
+        assert_ne!(status.pid, Some(first_pid), "a new process serves");
+        // The manifest is re-read from the new process.
+        assert_eq!(host.manifest().unwrap().name, "oneshot");
+    }
+    // The fourth exit exhausts the three attempts.
+    host.invoke("echo", &json!({"text": "last"})).unwrap();
+    wait_until("the host gives up", Duration::from_secs(10), || {
+        matches!(host.status().state, HostState::Failed(_))
+    });
+    let HostState::Failed(why) = host.status().state else {
+        unreachable!()
+    };
+    assert!(why.contains("gave up after 3 restart attempts"), "{why}");
+    assert!(matches!(
+        host.wait_ready(Duration::from_secs(1)),
+        Err(Error::Disconnected(_))
+    ));
+    match host.invoke("echo", &json!({"text": "x"})) {
+        Err(Error::Disconnected(why)) => assert!(why.contains("exit status: 1"), "{why}"),
+        other => panic!("expected a disconnect, got {other:?}"),
+    }
+}
+
+#[test]
+fn restart_delays_grow_exponentially() {
+    let p = RestartPolicy {
+        base_delay: Duration::from_secs(1),
+        ..RestartPolicy::default()
+    };
+    let delays: Vec<_> = (1..=4).map(|n| p.delay(n).as_secs()).collect();
+    assert_eq!(delays, [1, 2, 4, 8]);
+    assert_eq!(p.max_attempts, 3);
+}
+
+#[test]
+fn plugin_ignoring_stdin_eof_gets_sigterm() {
+    let p = PluginProcess::spawn(&py("ignores_eof.py", &[]), opts(), Handlers::new()).unwrap();
+    p.initialize().unwrap();
+    p.describe().unwrap();
+    let report = p.shutdown();
+    assert_eq!(report.stage, ExitStage::Terminated, "{report}");
+    assert_eq!(
+        report.status.unwrap().signal(),
+        Some(libc_sigterm()),
+        "{report}"
+    );
+    assert!(
+        report.elapsed >= Duration::from_millis(400),
+        "waited the stdin grace first: {report}"
+    );
+    assert!(p.stderr_tail().iter().any(|l| l.contains("I keep running")));
+    // Idempotent.
+    assert_eq!(p.shutdown(), report);
+}
+
+#[test]
+fn plugin_ignoring_sigterm_gets_sigkill() {
+    let p = PluginProcess::spawn(&py("ignores_sigterm.py", &[]), opts(), Handlers::new()).unwrap();
+    p.initialize().unwrap();
+    let report = p.shutdown();
+    assert_eq!(report.stage, ExitStage::Killed, "{report}");
+    assert_eq!(report.status.unwrap().signal(), Some(9), "{report}");
+}
+
+fn libc_sigterm() -> i32 {
+    15
+}
+
+#[test]
+fn oversized_reply_fails_only_its_call() {
+    let o = HostOptions {
+        max_frame_bytes: 64 * 1024,
+        ..opts()
+    };
+    let host = Host::start(py("tools_plugin.py", &[]), o, Handlers::new()).expect("start");
+    match host.invoke("big", &json!({"bytes": 200_000})) {
+        Err(Error::FrameTooLarge { size, max }) => {
+            assert!(size > 200_000, "{size}");
+            assert_eq!(max, 64 * 1024);
+        }
+        other => panic!("expected FrameTooLarge, got {other:?}"),
+    }
+    assert_eq!(
+        host.invoke("echo", &json!({"text": "still here"}))
+            .unwrap()
+            .data["text"],
+        "still here"
+    );
+    assert!(host.invoke("big", &json!({"bytes": 1000})).unwrap().success);
+}
+
+#[test]
+fn corrupt_reply_fails_only_its_call() {
+    let host = Host::start(py("tools_plugin.py", &[]), opts(), Handlers::new()).expect("start");
+    match host.invoke("garbage", &json!({})) {
+        Err(Error::Protocol(why)) => assert!(why.contains("unparsable reply"), "{why}"),
+        other => panic!("expected a protocol error, got {other:?}"),
+    }
+    assert_eq!(
+        host.invoke("echo", &json!({"text": "ok"})).unwrap().data["text"],
+        "ok"
+    );
+}
+
+#[test]
+fn result_without_success_is_a_protocol_error() {
+    let host = Host::start(py("tools_plugin.py", &[]), opts(), Handlers::new()).expect("start");
+    match host.invoke("bare", &json!({})) {
+        Err(Error::Protocol(why)) => assert!(why.contains("no boolean `success`"), "{why}"),
+        other => panic!("expected a protocol error, got {other:?}"),
+    }
+    let err = host.invoke("error", &json!({})).unwrap_err();
+    assert_eq!(err.code(), Some(-32602), "{err}");
+    let failed = host.invoke("fail", &json!({"message": "nope"})).unwrap();
+    assert!(!failed.success);
+    assert_eq!(failed.error.as_deref(), Some("nope"));
+}
+
+#[test]
+fn stdout_noise_is_skipped_and_recorded() {
+    let host =
+        Host::start(py("banner.py", &[]), opts(), Handlers::new()).expect("the banner is skipped");
+    assert_eq!(
+        host.invoke("echo", &json!({"text": "hi"})).unwrap().data["text"],
+        "hi"
+    );
+    let noise = host.stdout_noise();
+    assert_eq!((noise.non_json, noise.invalid), (1, 0));
+    assert_eq!(noise.samples, ["Banner Plugin v1.0 starting up..."]);
+
+    let host = Host::start(py("tools_plugin.py", &[]), opts(), Handlers::new()).expect("start");
+    assert!(host.invoke("noise", &json!({})).unwrap().success);
+    let noise = host.stdout_noise();
+    assert_eq!((noise.non_json, noise.invalid), (1, 1), "{noise:?}");
+}
+
+#[test]
+fn missing_program_is_an_io_error() {
+    let cmd = executa::host::PluginCommand::new("/nonexistent/executa-plugin");
+    match Host::start(cmd, opts(), Handlers::new()) {
+        Err(Error::Io(e)) => assert!(e.to_string().contains("cannot start plugin"), "{e}"),
+        other => panic!("expected an i/o error, got {other:?}"),
+    }
+}

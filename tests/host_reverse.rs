@@ -1,0 +1,200 @@
+//! Reverse calls and progress: the in-memory backends end to end, custom handlers, the
+//! Agent's gates and routing, and a slow handler that must not stall other replies.
+
+mod host_common;
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use crossbeam_channel::{bounded, unbounded};
+use executa::RpcError;
+use executa::host::{Handlers, Host, HostOptions, MemoryStorage, ScriptedSampling};
+use host_common::{opts, py};
+use serde_json::{Value, json};
+
+fn tools(args: &[&str], o: HostOptions, handlers: Handlers) -> Host {
+    Host::start(py("tools_plugin.py", args), o, handlers).expect("start")
+}
+
+#[test]
+fn storage_round_trip_through_the_memory_backend() {
+    let storage = Arc::new(MemoryStorage::new());
+    let host = tools(&[], opts(), Handlers::new().service(storage.clone()));
+    let set = host
+        .invoke("remember", &json!({"key": "color", "value": "teal"}))
+        .unwrap();
+    assert!(set.success, "{:?}", set.error);
+    let etag = set.data["etag"].as_str().unwrap();
+    assert!(etag.starts_with("W/\"") && etag.ends_with('"'), "{etag}");
+    assert_eq!(set.data["size_bytes"], 6);
+
+    let got = host.invoke("recall", &json!({"key": "color"})).unwrap();
+    assert_eq!(
+        got.data,
+        json!({"value": "teal", "exists": true, "etag": etag})
+    );
+    let miss = host.invoke("recall", &json!({"key": "nothing"})).unwrap();
+    assert_eq!(
+        miss.data,
+        json!({"value": null, "exists": false, "etag": null})
+    );
+    assert_eq!(storage.value("user", "color"), Some(json!("teal")));
+}
+
+#[test]
+fn sampling_echo_and_fixture_replies() {
+    let host = tools(&[], opts(), Handlers::dev_backends());
+    let r = host
+        .invoke("sample", &json!({"prompt": "say this back"}))
+        .unwrap();
+    assert_eq!(r.data["text"], "say this back");
+
+    let fixture = r#"{"match":{"contains":"weather"},"result":{"text":"sunny, 21 C"}}"#;
+    let sampling = ScriptedSampling::from_jsonl(fixture)
+        .unwrap()
+        .with_model("fixture-model");
+    let host = tools(&[], opts(), Handlers::new().service(Arc::new(sampling)));
+    let r = host
+        .invoke("sample", &json!({"prompt": "what's the weather?"}))
+        .unwrap();
+    assert_eq!(
+        r.data,
+        json!({"text": "sunny, 21 C", "model": "fixture-model"})
+    );
+    // The plugin turns the failed reverse call into an error frame carrying the host's error.
+    let err = host
+        .invoke("sample", &json!({"prompt": "anything else"}))
+        .unwrap_err();
+    let host_error = err.rpc().and_then(|e| e.data.clone()).unwrap();
+    assert_eq!(
+        host_error["data"]["errorCode"], "NO_FIXTURE_MATCH",
+        "{host_error}"
+    );
+}
+
+#[test]
+fn progress_reaches_the_callback_with_its_invoke_id() {
+    let (tx, rx) = unbounded();
+    let handlers = Handlers::new().on_progress(move |p| {
+        let _ = tx.send(p.clone());
+    });
+    let host = tools(&[], opts(), handlers);
+    let r = host.invoke("progress", &json!({"steps": 3})).unwrap();
+    assert!(host.sync_progress(Duration::from_secs(5)));
+    let events: Vec<_> = rx.try_iter().collect();
+    assert_eq!(events.len(), 3, "{events:?}");
+    for (i, e) in events.iter().enumerate() {
+        assert_eq!(e.invoke_id.as_deref(), Some(r.invoke_id.as_str()));
+        assert!(e.active, "the invoke was in flight");
+        assert_eq!(e.kind, "progress");
+        assert_eq!(e.data, json!({"step": i + 1, "of": 3}));
+    }
+}
+
+fn reverse(host: &Host, method: &str) -> executa::host::InvokeResult {
+    host.invoke("reverse", &json!({"method": method, "params": {"x": 1}}))
+        .unwrap()
+}
+
+#[test]
+fn a_method_without_handler_gets_minus_32601() {
+    let host = tools(&[], opts(), Handlers::new());
+    let r = reverse(&host, "nobody/handles");
+    assert!(!r.success);
+    assert_eq!(r.details.as_ref().unwrap()["code"], -32601, "{r:?}");
+}
+
+#[test]
+fn custom_handlers_see_params_and_the_routed_invoke_id() {
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let log = seen.clone();
+    let handlers = Handlers::new()
+        .on("test/whoami", move |call| {
+            log.lock().unwrap().push(call.params.clone());
+            Ok(json!({ "invoke_id": call.invoke_id }))
+        })
+        .on("test/panic", |_| panic!("handler bug"));
+    let host = tools(&[], opts(), handlers);
+    let r = reverse(&host, "test/whoami");
+    assert_eq!(r.data["result"]["invoke_id"], r.invoke_id);
+    // `context` is routing, not payload: the handler does not see it.
+    assert_eq!(seen.lock().unwrap()[0], json!({"x": 1}));
+
+    // Without context.invoke_id, the single invoke in flight is used (legacy routing).
+    let r = host
+        .invoke("unstamped", &json!({"method": "test/whoami"}))
+        .unwrap();
+    assert_eq!(r.data["result"]["invoke_id"], r.invoke_id);
+
+    let r = reverse(&host, "test/panic");
+    let details = r.details.unwrap();
+    assert_eq!(details["code"], -32603);
+    assert!(
+        details["message"].as_str().unwrap().contains("handler bug"),
+        "{details}"
+    );
+}
+
+#[test]
+fn a_slow_handler_does_not_stall_other_replies() {
+    let (entered_tx, entered_rx) = bounded::<()>(1);
+    let (release_tx, release_rx) = bounded::<()>(1);
+    let handlers = Handlers::new().on("test/slow", move |_| {
+        let _ = entered_tx.send(());
+        release_rx
+            .recv_timeout(Duration::from_secs(20))
+            .map_err(|_| RpcError::new(-32603, "never released"))?;
+        Ok(json!("released"))
+    });
+    let host = tools(&[], opts(), handlers);
+    std::thread::scope(|s| {
+        let slow = s.spawn(|| reverse(&host, "test/slow"));
+        entered_rx
+            .recv_timeout(Duration::from_secs(10))
+            .expect("the slow handler started");
+        // While it blocks, other invokes (and their replies) flow.
+        for i in 0..10 {
+            let r = host
+                .invoke("echo", &json!({"text": i.to_string()}))
+                .unwrap();
+            assert_eq!(r.data["text"], i.to_string());
+        }
+        assert!(
+            !slow.is_finished(),
+            "the slow call is still waiting for its handler"
+        );
+        release_tx.send(()).unwrap();
+        let r = slow.join().unwrap();
+        assert_eq!(r.data["result"], "released");
+    });
+}
+
+fn error_code(r: &executa::host::InvokeResult) -> (Value, Value) {
+    let d = r.details.clone().unwrap_or_default();
+    (d["code"].clone(), d["data"]["errorCode"].clone())
+}
+
+#[test]
+fn reverse_calls_are_gated_like_the_agent() {
+    // No host_capabilities in the manifest: sampling and storage are refused.
+    let host = tools(&["--no-caps"], opts(), Handlers::dev_backends());
+    let r = reverse(&host, "sampling/createMessage");
+    assert_eq!(error_code(&r), (json!(-32008), json!("NOT_NEGOTIATED")));
+    let r = reverse(&host, "storage/get");
+    assert_eq!(
+        error_code(&r),
+        (json!(-32021), json!("STORAGE_NOT_GRANTED"))
+    );
+
+    // A 1.1 session has no reverse RPC at all.
+    let o = HostOptions {
+        initialize_timeout: Duration::from_millis(300),
+        ..opts()
+    };
+    let host = tools(&["--v1"], o, Handlers::new().on("test/x", |_| Ok(json!(1))));
+    let r = reverse(&host, "test/x");
+    assert_eq!(
+        error_code(&r),
+        (json!(-32601), json!("REVERSE_RPC_DISABLED"))
+    );
+}
