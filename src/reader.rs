@@ -105,11 +105,18 @@ fn enqueue(rt: &Arc<Runtime>, jobs: &Sender<Job>, job: Job) {
 }
 
 fn refuse_busy(rt: &Runtime, job: Job) {
-    let Job::Request { id: Some(id), .. } = job else { return };
-    let error = RpcError::with_code(codes::SERVER_BUSY, "BUSY", "request queue full; retry later");
+    let (id, error) = match job {
+        Job::Request { id: Some(id), .. } => {
+            (id, RpcError::with_code(codes::SERVER_BUSY, "BUSY", "request queue full; retry later"))
+        }
+        // A notification is never answered, busy or not.
+        Job::Request { id: None, .. } => return,
+        // A bad frame still gets its own error; answering it costs no handler.
+        Job::Reject { id, error } => (id, error),
+    };
     let mut frame = Vec::with_capacity(128);
     wire::write_error(&mut frame, id.as_raw(), &error);
     if !rt.peer.out.try_send(frame) {
-        log::error!("executa: request {id} refused as busy, and the refusal could not be queued either");
+        log::error!("executa: could not queue the error for request {id}: the output queue is full too");
     }
 }

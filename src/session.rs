@@ -55,6 +55,7 @@ impl Session {
     }
 
     /// A copy of everything negotiated.
+    #[cfg(test)]
     pub fn get(&self) -> Negotiated {
         self.lock().clone()
     }
