@@ -104,6 +104,44 @@ fn tools_plugin_passes_with_a_chosen_smoke_invoke() {
 }
 
 #[test]
+fn reverse_calls_and_progress_are_checked_when_the_smoke_invoke_makes_them() {
+    let mut o = options();
+    o.smoke = Smoke::Tool {
+        name: "progress".into(),
+        arguments: json!({"steps": 2}),
+    };
+    let r = check::run(&py("tools_plugin.py", &[]), &o);
+    assert!(r.passed(), "{}", render(&r));
+    assert_eq!(
+        r.line("progress").unwrap().outcome,
+        Outcome::Pass,
+        "{}",
+        render(&r)
+    );
+
+    o.smoke = Smoke::Tool {
+        name: "sample".into(),
+        arguments: json!({"prompt": "hi"}),
+    };
+    let r = check::run(&py("tools_plugin.py", &[]), &o);
+    assert!(r.passed(), "{}", render(&r));
+    assert!(
+        r.line("reverse calls").unwrap().detail.contains("1 served"),
+        "{}",
+        render(&r)
+    );
+
+    // Pitfall #8: sampling without `llm.sample` in host_capabilities.
+    let r = check::run(&py("tools_plugin.py", &["--no-caps"]), &o);
+    fails_with(&r, "reverse calls", "pitfall #8", &[]);
+    assert!(
+        r.line("reverse calls").unwrap().detail.contains("-32008"),
+        "{}",
+        render(&r)
+    );
+}
+
+#[test]
 fn v1_only_plugin_is_reported_as_such_and_passes() {
     let r = check(py("no_initialize.py", &[]));
     let line = r.line("initialize").unwrap();
@@ -173,6 +211,7 @@ fn manifest_and_envelope_pitfalls_fail_with_the_right_reason() {
         ("silent_on_malformed", "malformed line", "no answer"),
         ("exit_nonzero", "exit on EOF", "exit status: 2"),
         ("wrong_unknown_tool", "unknown tool", "instead of a -32601"),
+        ("progress_uncorrelated", "progress", "pitfall #13"),
     ];
     // Independent plugins: run them two at a time to keep the suite quick.
     std::thread::scope(|s| {

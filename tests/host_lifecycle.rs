@@ -14,6 +14,14 @@ use host_common::{opts, py};
 use serde_json::json;
 
 #[test]
+fn handles_are_send_and_sync() {
+    fn shareable<T: Send + Sync>() {}
+    shareable::<Host>();
+    shareable::<PluginProcess>();
+    shareable::<Handlers>();
+}
+
+#[test]
 fn quickstart_plugin_full_lifecycle() {
     let host = Host::start(py("quickstart.py", &[]), opts(), Handlers::new()).expect("start");
     let hs = host.handshake().unwrap();

@@ -6,7 +6,7 @@
 //! is not a frame, then closes stdin and times the exit. Each step becomes a [`CheckLine`].
 
 use std::fmt;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
@@ -155,11 +155,19 @@ pub fn run_with(
         on_line: Box::new(on_line),
     };
     let mut host = opts.host.clone();
-    // Reverse calls in the smoke invoke get the in-memory backends, without gating: the
-    // check is about the plugin's own conduct, not the platform's grants.
-    host.gate_reverse_calls = false;
+    // Reverse calls get the in-memory backends, behind the Agent's gates, so that a
+    // missing capability shows up as it would in production (pitfall #8).
     host.dev_tokens = true;
-    let process = match PluginProcess::spawn(cmd, host, Handlers::dev_backends()) {
+    let events = Arc::new(Mutex::new(ProgressSeen::default()));
+    let seen = events.clone();
+    let handlers = Handlers::dev_backends().on_progress(move |p| {
+        let mut s = seen.lock().unwrap_or_else(PoisonError::into_inner);
+        s.total += 1;
+        if !p.active {
+            s.uncorrelated += 1;
+        }
+    });
+    let process = match PluginProcess::spawn(cmd, host, handlers) {
         Ok(p) => p,
         Err(e) => {
             run.push("start", Outcome::Fail, format!("cannot start `{cmd}`: {e}"));
@@ -177,11 +185,20 @@ pub fn run_with(
     checker.health(&mut run);
     checker.unknown_tool(&mut run);
     checker.smoke(&mut run, manifest.as_deref());
+    checker.reverse_calls(&mut run);
+    checker.progress(&mut run, &events);
     checker.malformed(&mut run);
     checker.stdout(&mut run);
     let alive = checker.stays_alive(&mut run);
     checker.shutdown(&mut run, alive);
     run.report
+}
+
+/// Progress events seen during the run.
+#[derive(Clone, Copy, Default)]
+struct ProgressSeen {
+    total: u64,
+    uncorrelated: u64,
 }
 
 struct Run<'a> {
@@ -391,6 +408,55 @@ impl Checker<'_> {
             Err(e) => (Outcome::Fail, gone_text(&e)),
         };
         run.push(NAME, outcome, format!("`{tool}`: {detail}"));
+    }
+
+    fn reverse_calls(&self, run: &mut Run<'_>) {
+        const NAME: &str = "reverse calls";
+        let calls = self.p.reverse_calls();
+        let refused = self.p.refused_reverse_calls();
+        if let Some(first) = refused.first() {
+            let hint = if first.contains("-32008") || first.contains("-32021") {
+                "declare the capability in host_capabilities (pitfall #8)"
+            } else if first.contains("INVOKE_CONTEXT") {
+                "stamp params.context.invoke_id with the parent invoke's id"
+            } else {
+                "reverse RPC needs a v2 session: answer initialize"
+            };
+            return run.push(
+                NAME,
+                Outcome::Fail,
+                format!("{} refused, first: {first}; {hint}", refused.len()),
+            );
+        }
+        match calls {
+            0 => run.push(NAME, Outcome::Skip, "the check's invokes made none"),
+            n => run.push(
+                NAME,
+                Outcome::Pass,
+                format!("{n} served by the in-memory backends"),
+            ),
+        }
+    }
+
+    fn progress(&self, run: &mut Run<'_>, events: &Mutex<ProgressSeen>) {
+        const NAME: &str = "progress";
+        // Events are delivered on their own thread; let the last ones land.
+        self.p.sync_progress(Duration::from_secs(1));
+        let seen = *events.lock().unwrap_or_else(PoisonError::into_inner);
+        match seen {
+            ProgressSeen { total: 0, .. } => run.push(NAME, Outcome::Skip, "the check's invokes sent none"),
+            ProgressSeen { total, uncorrelated: 0 } => {
+                run.push(NAME, Outcome::Pass, format!("{total} event(s), each with its invoke's id"))
+            }
+            ProgressSeen { total, uncorrelated } => run.push(
+                NAME,
+                Outcome::Fail,
+                format!(
+                    "{uncorrelated} of {total} event(s) lack the invoke's params.context.invoke_id (or came after \
+                     its reply): the platform drops them (pitfall #13)"
+                ),
+            ),
+        }
     }
 
     fn malformed(&self, run: &mut Run<'_>) {

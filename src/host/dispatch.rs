@@ -257,6 +257,7 @@ fn worker(rx: &Receiver<Job>, handlers: &Handlers) {
     }
 }
 
+/// Blocks on the event queue; ends when every [`Dispatcher`] clone is gone.
 fn event_loop(rx: &Receiver<EventMsg>, cb: &ProgressFn) {
     for msg in rx {
         match msg {
@@ -278,7 +279,12 @@ fn serve(handlers: &Handlers, job: Job) {
         .as_ref()
         .and_then(|p| serde_json::from_str(p.get()).ok())
         .unwrap_or(Value::Null);
-    let outcome = prepare(&job.shared, &job.method, params, &job.id).and_then(|call| {
+    job.shared.count_reverse_call();
+    let prepared = prepare(&job.shared, &job.method, params, &job.id);
+    if let Err(refusal) = &prepared {
+        job.shared.record_refusal(&job.method, refusal);
+    }
+    let outcome = prepared.and_then(|call| {
         catch_unwind(AssertUnwindSafe(|| handlers.call(&call))).unwrap_or_else(|panic| {
             Err(RpcError::new(
                 codes::INTERNAL_ERROR,

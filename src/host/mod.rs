@@ -49,7 +49,7 @@ mod supervisor;
 mod types;
 mod writer;
 
-pub use backends::{MAX_VALUE_BYTES, MemoryStorage, ScriptedSampling};
+pub use backends::{MAX_ENTRIES, MAX_VALUE_BYTES, MemoryStorage, ScriptedSampling};
 pub use client::{Host, HostState, HostStatus};
 pub use command::PluginCommand;
 pub use context::{InvokeOptions, new_invoke_id};

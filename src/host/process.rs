@@ -72,6 +72,9 @@ pub(crate) struct Shared {
     noise: Mutex<StdoutNoise>,
     closing: AtomicBool,
     replies: AtomicU64,
+    reverse_calls: AtomicU64,
+    /// Reverse calls refused by the gates or the invoke routing (the first few).
+    refusals: Mutex<Vec<String>>,
     negotiated: Mutex<Option<Handshake>>,
     manifest: Mutex<Option<Arc<Manifest>>>,
     /// Invoke ids currently in flight, for routing reverse calls.
@@ -252,6 +255,18 @@ impl Shared {
         }
     }
 
+    pub(crate) fn count_reverse_call(&self) {
+        self.reverse_calls.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Remembers why a reverse call was refused before reaching a handler.
+    pub(crate) fn record_refusal(&self, method: &str, why: &RpcError) {
+        let mut refusals = lock(&self.refusals);
+        if refusals.len() < NOISE_SAMPLES {
+            refusals.push(format!("{method}: {why}"));
+        }
+    }
+
     pub(crate) fn count_reply(&self) {
         self.replies.fetch_add(1, Ordering::Relaxed);
     }
@@ -321,6 +336,7 @@ fn write_bare_request(out: &mut Vec<u8>, id: &Id, method: &str) {
 /// block for the whole shutdown sequence, 15 s by default, on a plugin that ignores it).
 pub struct PluginProcess {
     shared: Arc<Shared>,
+    dispatch: Dispatcher,
     threads: Mutex<Vec<JoinHandle<()>>>,
     report: Mutex<Option<ShutdownReport>>,
 }
@@ -375,6 +391,8 @@ impl PluginProcess {
             noise: Mutex::new(StdoutNoise::default()),
             closing: AtomicBool::new(false),
             replies: AtomicU64::new(0),
+            reverse_calls: AtomicU64::new(0),
+            refusals: Mutex::new(Vec::new()),
             negotiated: Mutex::new(None),
             manifest: Mutex::new(None),
             invokes: Mutex::new(HashSet::new()),
@@ -384,6 +402,7 @@ impl PluginProcess {
         });
         let process = PluginProcess {
             shared: shared.clone(),
+            dispatch: dispatch.clone(),
             threads: Mutex::new(Vec::new()),
             report: Mutex::new(None),
         };
@@ -446,7 +465,7 @@ impl PluginProcess {
         let timeout = opts.initialize_timeout;
         let negotiated = match self.shared.request("initialize", Some(&params), timeout) {
             Ok(raw) => Handshake::from_result(&raw, start.elapsed()),
-            Err(Error::Timeout { .. }) => Handshake::fallback(
+            Err(Error::Timeout { .. }) => Handshake::fell_back(
                 format!(
                     "no answer to initialize within {:.3}s",
                     timeout.as_secs_f64()
@@ -454,14 +473,14 @@ impl PluginProcess {
                 start.elapsed(),
             ),
             Err(Error::Remote(e)) if e.code == codes::METHOD_NOT_FOUND => {
-                Handshake::fallback(format!("initialize not implemented: {e}"), start.elapsed())
+                Handshake::fell_back(format!("initialize not implemented: {e}"), start.elapsed())
             }
-            Err(Error::Remote(e)) => Handshake::fallback(
+            Err(Error::Remote(e)) => Handshake::fell_back(
                 format!("initialize answered with an error frame: {e}"),
                 start.elapsed(),
             ),
             Err(e @ (Error::Protocol(_) | Error::FrameTooLarge { .. } | Error::Json(_))) => {
-                Handshake::fallback(
+                Handshake::fell_back(
                     format!("unreadable answer to initialize: {e}"),
                     start.elapsed(),
                 )
@@ -707,6 +726,24 @@ impl PluginProcess {
     /// What the plugin wrote on stdout that was not a frame (it was skipped).
     pub fn stdout_noise(&self) -> StdoutNoise {
         lock(&self.shared.noise).clone()
+    }
+
+    /// Blocks until every progress event received so far has been handed to the progress
+    /// callback (they are delivered on their own thread, so an invoke's reply can overtake
+    /// its last events), at most `timeout`; `false` on timeout.
+    pub fn sync_progress(&self, timeout: Duration) -> bool {
+        self.dispatch.sync_events(timeout)
+    }
+
+    /// How many reverse calls the plugin has made.
+    pub fn reverse_calls(&self) -> u64 {
+        self.shared.reverse_calls.load(Ordering::Relaxed)
+    }
+
+    /// The first few reverse calls refused before reaching a handler (a capability missing
+    /// from the manifest, a 1.1 session, an unknown or missing invoke id), with the reason.
+    pub fn refused_reverse_calls(&self) -> Vec<String> {
+        lock(&self.shared.refusals).clone()
     }
 
     /// How many responses the plugin has sent.

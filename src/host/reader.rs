@@ -18,7 +18,9 @@ use crate::error::{Error, RpcError, codes};
 use crate::id::Id;
 use crate::wire::{self, Frame, FrameReader, Message};
 
-/// Runs until stdout reaches end of file or fails, then reports the process's end.
+/// Runs until stdout reaches end of file or fails, then reports the process's end. It
+/// blocks reading the pipe, which is its whole job; end of file comes when the plugin
+/// exits (at the latest after the shutdown sequence's `SIGKILL`).
 pub(crate) fn run(stdout: ChildStdout, shared: Arc<Shared>, dispatch: Dispatcher) {
     let mut frames = FrameReader::new(stdout, shared.opts.max_frame_bytes);
     let cause = loop {

@@ -92,7 +92,9 @@ impl StderrTail {
     }
 }
 
-/// Runs until the plugin's stderr reaches end of file or fails.
+/// Runs until the plugin's stderr reaches end of file or fails. It blocks reading the
+/// pipe, which is its whole job; draining it promptly is what keeps a chatty plugin from
+/// blocking on a full stderr pipe.
 pub(crate) fn run<R: Read>(stderr: R, tail: &StderrTail, label: &str, relay: StderrRelay) {
     let mut input = BufReader::with_capacity(16 * 1024, stderr);
     let mut line = Vec::with_capacity(256);

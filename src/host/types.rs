@@ -33,7 +33,7 @@ pub struct Handshake {
 }
 
 impl Handshake {
-    pub(crate) fn fallback(reason: String, elapsed: Duration) -> Self {
+    pub(crate) fn fell_back(reason: String, elapsed: Duration) -> Self {
         Handshake {
             protocol: Some(ProtocolVersion::V1),
             fallback: Some(reason),

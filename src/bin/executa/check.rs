@@ -26,6 +26,8 @@ on the wire:
     health           answered (or -32601, which counts as healthy)
     unknown tool     rejected with -32601
     invoke result    {success, data} / {success:false, error} envelope (#5)
+    reverse calls    none refused: capabilities declared (#8), invoke_id stamped
+    progress         every event carries its invoke's context.invoke_id (#13)
     malformed line   answered with -32700, and the plugin keeps serving
     stdout           nothing but JSON-RPC frames: no banners or prints (#3)
     exit on EOF      exits 0 within the window after stdin closes, without SIGTERM

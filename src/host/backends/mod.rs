@@ -8,7 +8,7 @@ mod sampling;
 mod storage;
 
 pub use sampling::ScriptedSampling;
-pub use storage::{MAX_VALUE_BYTES, MemoryStorage};
+pub use storage::{MAX_ENTRIES, MAX_VALUE_BYTES, MemoryStorage};
 
 use crate::error::RpcError;
 

@@ -16,11 +16,14 @@ use crate::error::RpcError;
 
 /// The platform's KV value limit (about 64 KB).
 pub const MAX_VALUE_BYTES: usize = 64 * 1024;
+/// Entries one store holds before refusing new keys (memory stays bounded).
+pub const MAX_ENTRIES: usize = 10_000;
 /// Longest key accepted.
 const MAX_KEY_BYTES: usize = 1024;
 
 const NOT_GRANTED: i64 = -32021;
 const PRECONDITION_FAILED: i64 = -32023;
+const QUOTA_EXCEEDED: i64 = -32024;
 const VALUE_TOO_LARGE: i64 = -32025;
 
 /// An in-memory `storage/*` backend, shared by every invoke of the host (values survive
@@ -159,6 +162,13 @@ impl MemoryStorage {
         let mut store = lock(&self.store);
         purge_if_expired(&mut store, &id);
         check_if_match(p, store.entries.get(&id))?;
+        if store.entries.len() >= MAX_ENTRIES && !store.entries.contains_key(&id) {
+            return Err(RpcError::with_code(
+                QUOTA_EXCEEDED,
+                "QUOTA_EXCEEDED",
+                format!("the in-memory store holds at most {MAX_ENTRIES} keys"),
+            ));
+        }
         store.generation += 1;
         let etag = format!("W/\"{}-{:016x}\"", store.generation, fnv1a(text.as_bytes()));
         let entry = Entry {
