@@ -125,8 +125,8 @@ impl PluginCommand {
     }
 
     /// A `std::process::Command` with all three standard streams piped. On Unix the child
-    /// leads its own process group, so that terminal signals meant for the host do not hit
-    /// it and the shutdown signals reach any launcher's children too.
+    /// leads its own process group, so that a Ctrl-C meant for the host does not hit the
+    /// plugin: the host ends it with the Agent's shutdown sequence instead.
     pub(crate) fn to_command(&self) -> Command {
         let mut cmd = Command::new(&self.program);
         cmd.args(&self.args)
