@@ -6,25 +6,28 @@ mod host_common;
 use std::time::Duration;
 
 use executa::host::check::{self, CheckOptions, Outcome, Report, Smoke};
-use executa::host::{HostOptions, PluginCommand, ShutdownPolicy, StderrRelay};
-use host_common::py;
+use executa::host::{HostOptions, PluginCommand, StderrRelay};
+use host_common::{py, short_shutdown};
 use serde_json::json;
 
+/// The Agent's windows (generous for what a good plugin does at once), quiet stderr.
 fn options() -> CheckOptions {
     CheckOptions {
         host: HostOptions {
-            initialize_timeout: Duration::from_millis(500),
-            shutdown: ShutdownPolicy {
-                stdin_grace: Duration::from_millis(500),
-                term_grace: Duration::from_millis(500),
-                kill_wait: Duration::from_secs(5),
-            },
             stderr: StderrRelay::Quiet,
             ..HostOptions::default()
         },
-        probe_timeout: Duration::from_secs(1),
         ..CheckOptions::default()
     }
+}
+
+/// Short windows, for plugins that are meant to miss them.
+fn impatient() -> CheckOptions {
+    let mut o = options();
+    o.host.initialize_timeout = Duration::from_millis(500);
+    o.host.shutdown = short_shutdown();
+    o.probe_timeout = Duration::from_millis(800);
+    o
 }
 
 fn check(cmd: PluginCommand) -> Report {
@@ -143,7 +146,7 @@ fn reverse_calls_and_progress_are_checked_when_the_smoke_invoke_makes_them() {
 
 #[test]
 fn v1_only_plugin_is_reported_as_such_and_passes() {
-    let r = check(py("no_initialize.py", &[]));
+    let r = check::run(&py("no_initialize.py", &[]), &impatient());
     let line = r.line("initialize").unwrap();
     assert_eq!(line.outcome, Outcome::Warn, "{}", render(&r));
     assert!(line.detail.contains("v1-only"), "{}", render(&r));
@@ -187,13 +190,13 @@ fn crash_mid_invoke_fails_the_invoke_and_stays_alive() {
 
 #[test]
 fn ignoring_stdin_eof_fails_exit_on_eof() {
-    let r = check(py("ignores_eof.py", &[]));
+    let r = check::run(&py("ignores_eof.py", &[]), &impatient());
     fails_with(&r, "exit on EOF", "needed SIGTERM", &[]);
 }
 
 #[test]
 fn ignoring_sigterm_fails_exit_on_eof() {
-    let r = check(py("ignores_sigterm.py", &[]));
+    let r = check::run(&py("ignores_sigterm.py", &[]), &impatient());
     fails_with(&r, "exit on EOF", "needed SIGKILL", &[]);
 }
 
@@ -219,7 +222,14 @@ fn manifest_and_envelope_pitfalls_fail_with_the_right_reason() {
             let runs: Vec<_> = pair
                 .iter()
                 .map(|&(flaw, line, reason)| {
-                    s.spawn(move || (flaw, line, reason, check(py("flawed.py", &[flaw]))))
+                    s.spawn(move || {
+                        (
+                            flaw,
+                            line,
+                            reason,
+                            check::run(&py("flawed.py", &[flaw]), &impatient()),
+                        )
+                    })
                 })
                 .collect();
             for run in runs {

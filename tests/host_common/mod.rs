@@ -21,20 +21,25 @@ pub fn py(script: &str, args: &[&str]) -> PluginCommand {
 }
 
 /// Options for tests: the Agent's defaults for anything a well-behaved plugin answers at
-/// once, short windows where a misbehaving plugin makes us wait, quiet stderr.
+/// once (generous, so a loaded machine cannot fake a misbehaviour), a fast restart
+/// backoff, quiet stderr.
 pub fn opts() -> HostOptions {
     HostOptions {
-        shutdown: ShutdownPolicy {
-            stdin_grace: Duration::from_millis(400),
-            term_grace: Duration::from_millis(400),
-            kill_wait: Duration::from_secs(5),
-        },
         restart: RestartPolicy {
             base_delay: Duration::from_millis(30),
             ..RestartPolicy::default()
         },
         stderr: StderrRelay::Quiet,
         ..HostOptions::default()
+    }
+}
+
+/// A short shutdown window, for plugins that are meant to outstay it.
+pub fn short_shutdown() -> ShutdownPolicy {
+    ShutdownPolicy {
+        stdin_grace: Duration::from_millis(400),
+        term_grace: Duration::from_millis(400),
+        kill_wait: Duration::from_secs(5),
     }
 }
 
