@@ -9,7 +9,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde::de::{Deserialize, Deserializer, IgnoredAny, MapAccess, Visitor};
 use serde_json::value::RawValue;
-use serde_json::{Map, Value};
+use serde_json::Value;
 
 use crate::reverse::{InvokeHandle, InvokeLink};
 use crate::secret::Secret;
@@ -84,6 +84,22 @@ impl Invocation {
     /// them back.
     pub fn token(&self, name: &str) -> Option<&str> {
         find(&self.tokens, name)
+    }
+
+    /// What `initialize` negotiated (defaults when the host never sent it): the protocol
+    /// version, the host's sampling limits, `fileTransport`, its capability offer.
+    pub fn negotiated(&self) -> crate::Negotiated {
+        self.handle.negotiated()
+    }
+
+    /// As [`Invocation::call`], waiting at most `timeout` (still capped by the deadline).
+    pub fn call_with_timeout<P: serde::Serialize + ?Sized, R: serde::de::DeserializeOwned>(
+        &self,
+        method: &str,
+        params: &P,
+        timeout: Duration,
+    ) -> crate::Result<R> {
+        self.handle.call_with_timeout(method, params, timeout)
     }
 
     /// `context.plugin_name`, when sent.
@@ -198,8 +214,11 @@ impl<'de> Visitor<'de> for ContextVisitor {
                 "deadline_ms" => ctx.deadline_ms = map.next_value::<Option<Value>>()?.and_then(|v| v.as_f64()),
                 "plugin_name" => ctx.plugin_name = map.next_value::<Option<Value>>()?.and_then(text),
                 "credentials" => {
-                    let creds = map.next_value::<Option<Map<String, Value>>>()?.unwrap_or_default();
-                    ctx.credentials = creds.into_iter().filter_map(secret).collect();
+                    // A wrongly shaped field is ignored on its own; the rest of the
+                    // context (invoke_id above all) still counts.
+                    if let Value::Object(creds) = map.next_value::<Value>()? {
+                        ctx.credentials = creds.into_iter().filter_map(secret).collect();
+                    }
                 }
                 k if k.ends_with("_token") => {
                     if let Some(t) = secret((k.to_owned(), map.next_value::<Value>()?)) {
@@ -231,8 +250,10 @@ fn text(v: Value) -> Option<String> {
     }
 }
 
+/// An absolute epoch-milliseconds deadline; `None` for anything unrepresentable.
 fn epoch_ms(ms: f64) -> Option<SystemTime> {
-    (ms.is_finite() && ms > 0.0).then(|| UNIX_EPOCH + Duration::from_secs_f64(ms / 1000.0))
+    let d = Duration::try_from_secs_f64(ms / 1000.0).ok().filter(|d| !d.is_zero())?;
+    UNIX_EPOCH.checked_add(d)
 }
 
 #[cfg(test)]
@@ -258,6 +279,14 @@ mod tests {
         assert_eq!(tokens, ["sampling_token", "storage_token"]);
         let shown = format!("{:?}", c.tokens);
         assert!(!shown.contains("eyJ"), "{shown}");
+    }
+
+    #[test]
+    fn a_bad_field_does_not_lose_the_others() {
+        let c = parse(r#"{"credentials":[1],"invoke_id":"i","deadline_ms":1e300,"plugin_name":{}}"#);
+        assert_eq!(c.invoke_id.as_deref(), Some("i"));
+        assert!(c.credentials.is_empty());
+        assert_eq!(c.deadline_ms.and_then(epoch_ms), None, "an absurd deadline is ignored, not a panic");
     }
 
     #[test]

@@ -57,6 +57,18 @@ pub(crate) struct InvokeJob {
     tool: usize,
     arguments: Box<RawValue>,
     invocation: Invocation,
+    /// Admitted straight to a slot (not waiting in the deferred list).
+    admitted_early: bool,
+}
+
+impl crate::pool::Waiting for InvokeJob {
+    fn weight(&self) -> usize {
+        self.arguments.get().len()
+    }
+
+    fn defer(&mut self) {
+        self.admitted_early = false;
+    }
 }
 
 #[derive(Deserialize)]
@@ -119,11 +131,11 @@ impl Runtime {
     }
 
     fn invoke(&self, id: Id, params: Option<Box<RawValue>>) {
-        if !self.accepting.load(Ordering::Acquire) {
-            let error = RpcError::with_code(codes::SERVER_BUSY, "SHUTTING_DOWN", "the plugin is shutting down");
-            return self.reply_error(&id, &error);
-        }
-        let job = self.prepare_invoke(id, params.as_deref());
+        let job = if self.accepting.load(Ordering::Acquire) {
+            self.prepare_invoke(id, params.as_deref())
+        } else {
+            Err((id, shutting_down()))
+        };
         // The params text held the context's secrets: wipe it now that they are copied
         // into the invocation (where they are wiped again when it ends).
         if let Some(p) = params {
@@ -172,14 +184,21 @@ impl Runtime {
         let invocation = Invocation::new(name, p.context, legacy, |invoke_id, deadline| {
             InvokeLink::new(invoke_id, deadline, peer.clone())
         });
-        Ok(InvokeJob { id, tool, arguments, invocation })
+        Ok(InvokeJob { id, tool, arguments, invocation, admitted_early: true })
     }
 
     /// Runs an admitted invoke, then any invokes that waited for its slot.
     fn run_invokes(&self, first: InvokeJob) {
         let mut next = Some(first);
         while let Some(job) = next {
-            let frame = self.execute(job);
+            // Invokes that waited for a slot are refused once a signal stopped intake.
+            let frame = if self.accepting.load(Ordering::Acquire) || job.admitted_early {
+                self.execute(job)
+            } else {
+                let mut frame = Vec::with_capacity(128);
+                wire::write_error(&mut frame, job.id.as_raw(), &shutting_down());
+                frame
+            };
             if !self.peer.out.send(frame) {
                 log::debug!("executa: an invoke reply was lost: the output is closed");
             }
@@ -189,7 +208,7 @@ impl Runtime {
 
     /// Runs the handler and builds the response frame.
     fn execute(&self, job: InvokeJob) -> Vec<u8> {
-        let InvokeJob { id, tool, arguments, invocation } = job;
+        let InvokeJob { id, tool, arguments, invocation, .. } = job;
         let tool = &self.tools[tool];
         let mut frame = Vec::with_capacity(256);
         frame.extend_from_slice(b"{\"jsonrpc\":\"2.0\",\"id\":");
@@ -201,16 +220,13 @@ impl Runtime {
         }));
         // The invoke ends here: its secrets are wiped and its handles refuse new calls.
         drop(invocation);
-        match outcome {
+        let frame = match outcome {
             Ok(Ok(())) => {
                 if frame.get(data_at) != Some(&b'{') {
                     frame.splice(data_at..data_at, b"{\"value\":".iter().copied());
                     frame.push(b'}');
                 }
                 frame.extend_from_slice(b"}}\n");
-                if frame.len() > self.opts.max_result_bytes {
-                    return self.too_large(&id, frame.len());
-                }
                 frame
             }
             Ok(Err(e)) if e.is_invalid_arguments() => {
@@ -232,7 +248,12 @@ impl Runtime {
                 wire::write_error(&mut frame, id.as_raw(), &error);
                 frame
             }
+        };
+        // Every reply counts against the platform's payload cap, failures included.
+        if frame.len() > self.opts.max_result_bytes {
+            return self.too_large(&id, frame.len());
         }
+        frame
     }
 
     fn too_large(&self, id: &Id, size: usize) -> Vec<u8> {
@@ -295,6 +316,10 @@ fn value_frame<T: Serialize + ?Sized>(id: &Id, result: &T) -> Vec<u8> {
     wire::serialize_into(&mut frame, result);
     frame.extend_from_slice(b"}\n");
     frame
+}
+
+fn shutting_down() -> RpcError {
+    RpcError::with_code(codes::SERVER_BUSY, "SHUTTING_DOWN", "the plugin is shutting down")
 }
 
 fn internal(e: impl std::fmt::Display) -> RpcError {

@@ -49,8 +49,8 @@ impl Event {
 pub(crate) struct Notifier(UnixStream);
 
 impl Notifier {
-    /// Reports an event. Never blocks (the socket is non-blocking and only ever holds a
-    /// few bytes); a lost byte can only be a duplicate.
+    /// Reports an event. Never blocks: the socket is non-blocking and holds at most a
+    /// few bytes at a time (each event is written a handful of times over a plugin's life).
     pub fn notify(&self, event: Event) {
         let _ = (&self.0).write(&[event.byte()]);
     }
@@ -105,15 +105,5 @@ impl Events {
                 Err(e) => return Err(e),
             }
         }
-    }
-
-    /// Waits until `want` arrives, a `Signal` arrives (returned as such), or the deadline.
-    pub fn wait_for(&mut self, want: Event, deadline: Instant) -> io::Result<Option<Event>> {
-        while let Some(ev) = self.wait(Some(deadline))? {
-            if ev == want || ev == Event::Signal {
-                return Ok(Some(ev));
-            }
-        }
-        Ok(None)
     }
 }

@@ -97,7 +97,22 @@ impl Files<'_> {
     /// Starts an upload; then `PUT` the bytes to [`UploadTicket::url`] and call
     /// [`Files::upload_complete`] (else the object is garbage-collected).
     pub fn upload_begin(&self, path: &str, scope: Scope, size_bytes: Option<u64>, content_type: Option<&str>) -> Result<UploadTicket> {
+        self.upload_begin_with(path, scope, size_bytes, content_type, None)
+    }
+
+    /// As [`Files::upload_begin`], with a `metadata` object.
+    pub fn upload_begin_with(
+        &self,
+        path: &str,
+        scope: Scope,
+        size_bytes: Option<u64>,
+        content_type: Option<&str>,
+        metadata: Option<&Value>,
+    ) -> Result<UploadTicket> {
         let mut p = Map::new();
+        if let Some(m) = metadata {
+            p.insert("metadata".into(), m.clone());
+        }
         p.insert("path".into(), json!(path));
         p.insert("scope".into(), json!(scope));
         if let Some(n) = size_bytes {

@@ -16,7 +16,7 @@ mod pending;
 mod plugin;
 mod pool;
 mod reader;
-mod reverse;
+pub mod reverse;
 mod runtime;
 pub mod sampling;
 mod secret;

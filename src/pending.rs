@@ -114,9 +114,18 @@ impl Pending {
         self.lock().waiting.len()
     }
 
+    /// Whether `id` has the shape of our ids (waiting or not).
+    pub fn is_ours(&self, id: &RawValue) -> bool {
+        self.parse_id(id).is_some()
+    }
+
+    /// Our number from an id, accepting only the exact text we send (`"ex-7"`, not
+    /// `"ex-07"` or `"ex-+7"`).
     fn parse_id(&self, id: &RawValue) -> Option<u64> {
         let s = id.get().strip_prefix('"')?.strip_suffix('"')?;
-        s.strip_prefix(self.prefix)?.parse().ok()
+        let digits = s.strip_prefix(self.prefix)?;
+        let n: u64 = digits.parse().ok()?;
+        (digits.len() == 1 || !digits.starts_with('0')).then_some(n).filter(|_| digits.bytes().all(|b| b.is_ascii_digit()))
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Table> {
@@ -144,6 +153,11 @@ mod tests {
         assert_eq!(t.answer.recv().unwrap().unwrap().get(), "1");
         assert!(!p.settle(&raw("7"), Ok(raw("1"))), "numeric ids are never ours");
         assert!(!p.settle(&raw("\"ex-999\""), Ok(raw("1"))));
+        let t = p.register().unwrap();
+        let n = t.number;
+        assert!(!p.settle(&raw(&format!("\"ex-0{n}\"")), Ok(raw("1"))), "near-miss ids are not ours");
+        assert!(!p.settle(&raw(&format!("\"ex-+{n}\"")), Ok(raw("1"))));
+        assert!(p.settle(&t.wire_id, Ok(raw("1"))));
     }
 
     #[test]

@@ -144,7 +144,7 @@ impl Plugin {
     /// [`Options::stdout_guard`]).
     pub fn run(self) -> ! {
         crate::logger::init_logger();
-        if std::env::args().skip(1).any(|a| a == "--describe") {
+        if std::env::args_os().skip(1).any(|a| a == "--describe") {
             let code = match self.into_parts() {
                 Ok(parts) => {
                     println!("{}", parts.manifest_json.get());

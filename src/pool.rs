@@ -11,8 +11,25 @@
 use std::collections::VecDeque;
 use std::sync::{Mutex, MutexGuard};
 
-/// Invokes that may wait for a free slot; beyond this they are refused as busy.
-pub(crate) const DEFERRED_CAP: usize = 1024;
+/// Invokes that may wait for a slot; beyond this they are refused as busy.
+pub(crate) const DEFERRED_CAP: usize = 256;
+
+/// Bytes of arguments the waiting invokes may hold together; beyond this they are refused
+/// as busy, so a flood of large invokes cannot exhaust memory.
+pub(crate) const DEFERRED_BYTES: usize = 64 * 1024 * 1024;
+
+/// A job that can wait in the deferred list.
+pub(crate) trait Waiting {
+    /// Bytes it holds while waiting.
+    fn weight(&self) -> usize;
+    /// Records that it waited (it no longer counts as admitted at once).
+    fn defer(&mut self);
+}
+
+struct Deferred<J> {
+    jobs: VecDeque<J>,
+    bytes: usize,
+}
 
 #[derive(Default)]
 struct State {
@@ -44,18 +61,18 @@ pub(crate) enum Admit<J> {
 
 pub(crate) struct Pool<J> {
     state: Mutex<State>,
-    deferred: Mutex<VecDeque<J>>,
+    deferred: Mutex<Deferred<J>>,
     limit: usize,
     max_threads: usize,
 }
 
-impl<J> Pool<J> {
+impl<J: Waiting> Pool<J> {
     pub fn new(limit: usize) -> Self {
         let limit = limit.max(1);
         Pool {
             // The permanent dispatch thread starts idle.
             state: Mutex::new(State { threads: 1, idle: 1, ..State::default() }),
-            deferred: Mutex::new(VecDeque::new()),
+            deferred: Mutex::new(Deferred { jobs: VecDeque::new(), bytes: 0 }),
             limit,
             max_threads: limit + 1,
         }
@@ -65,7 +82,7 @@ impl<J> Pool<J> {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn deferred(&self) -> MutexGuard<'_, VecDeque<J>> {
+    fn deferred(&self) -> MutexGuard<'_, Deferred<J>> {
         self.deferred.lock().unwrap_or_else(|p| p.into_inner())
     }
 
@@ -130,26 +147,31 @@ impl<J> Pool<J> {
     }
 
     /// Asks for a slot for an invoke.
-    pub fn admit(&self, job: J) -> Admit<J> {
+    pub fn admit(&self, mut job: J) -> Admit<J> {
         let mut s = self.state();
         if s.running < self.limit {
             s.running += 1;
             return Admit::Run(job);
         }
         let mut waiting = self.deferred();
-        if waiting.len() >= DEFERRED_CAP {
+        let weight = job.weight();
+        if waiting.jobs.len() >= DEFERRED_CAP || waiting.bytes + weight > DEFERRED_BYTES {
             return Admit::Refuse(job);
         }
-        waiting.push_back(job);
+        job.defer();
+        waiting.bytes += weight;
+        waiting.jobs.push_back(job);
         Admit::Deferred
     }
 
     /// An invoke finished: returns the next waiting one to run in its slot, if any.
     pub fn finish(&self) -> Option<J> {
         let mut s = self.state();
-        let next = self.deferred().pop_front();
-        if next.is_none() {
-            s.running -= 1;
+        let mut waiting = self.deferred();
+        let next = waiting.jobs.pop_front();
+        match &next {
+            Some(job) => waiting.bytes -= job.weight(),
+            None => s.running -= 1,
         }
         next
     }
@@ -163,7 +185,7 @@ impl<J> Pool<J> {
 
     /// Invokes running or waiting right now.
     pub fn in_flight(&self) -> usize {
-        self.state().running + self.deferred().len()
+        self.state().running + self.deferred().jobs.len()
     }
 
     /// Threads alive (dispatch plus extra workers).
@@ -176,6 +198,22 @@ impl<J> Pool<J> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    impl Waiting for u32 {
+        fn weight(&self) -> usize {
+            *self as usize
+        }
+        fn defer(&mut self) {}
+    }
+
+    #[test]
+    fn the_waiting_list_has_a_byte_budget() {
+        let p: Pool<u32> = Pool::new(1);
+        assert!(matches!(p.admit(1), Admit::Run(_)));
+        assert!(matches!(p.admit(DEFERRED_BYTES as u32 - 10), Admit::Deferred));
+        assert!(matches!(p.admit(11), Admit::Refuse(11)));
+        assert!(matches!(p.admit(10), Admit::Deferred));
+    }
 
     #[test]
     fn spawns_only_when_no_thread_is_idle_and_caps_threads() {

@@ -26,7 +26,9 @@ pub(crate) fn run<R: Read>(input: R, rt: Arc<Runtime>, jobs: Sender<Job>) {
                 break format!("reading stdin failed: {e}");
             }
             Ok(Some(Frame::Line(line))) => on_line(&rt, &jobs, line),
-            Ok(Some(Frame::Oversized { head, size })) => on_oversized(&rt, &jobs, head, size),
+            Ok(Some(Frame::Oversized { head, tail, size })) => {
+                on_oversized(&rt, &jobs, head, tail, size)
+            }
         }
     };
     rt.peer.pending.close(&why);
@@ -53,13 +55,34 @@ fn on_line(rt: &Arc<Runtime>, jobs: &Sender<Job>, line: &[u8]) {
         Message::Unparsable(reason) => {
             Job::Reject { id: Id::null(), error: RpcError::new(codes::PARSE_ERROR, reason) }
         }
+        // A broken answer to one of our calls fails that call (answering an answer would
+        // only confuse the host). With any other id it is a broken host request: -32600.
+        Message::BadResponse { id, reason } if rt.peer.pending.is_ours(id) => {
+            if rt.peer.pending.is_waiting(id) {
+                let error = RpcError::new(codes::INVALID_REQUEST, format!("malformed response from the host: {reason}"));
+                rt.peer.pending.settle(id, Err(error));
+            } else {
+                log::warn!("executa: dropped a malformed response with id {}: {reason}", id.get());
+            }
+            return;
+        }
+        Message::BadResponse { id, reason } => {
+            Job::Reject { id: Id::from_raw(id), error: RpcError::new(codes::INVALID_REQUEST, reason) }
+        }
+        Message::Ignored(reason) => {
+            log::warn!("executa: dropped an invalid notification: {reason}");
+            return;
+        }
     };
     enqueue(rt, jobs, job);
 }
 
-fn on_oversized(rt: &Arc<Runtime>, jobs: &Sender<Job>, head: &[u8], size: usize) {
+fn on_oversized(rt: &Arc<Runtime>, jobs: &Sender<Job>, head: &[u8], tail: &[u8], size: usize) {
     let max = rt.opts.max_frame_bytes;
-    let head = wire::scan_head(head);
+    let mut head = wire::scan_head(head);
+    if head.id.is_none() {
+        head.id = wire::scan_tail(tail);
+    }
     let error = RpcError {
         code: codes::INVALID_REQUEST,
         message: format!("frame of {size} bytes exceeds the {max}-byte limit"),
@@ -72,6 +95,14 @@ fn on_oversized(rt: &Arc<Runtime>, jobs: &Sender<Job>, head: &[u8], size: usize)
         && rt.peer.pending.is_waiting(id.as_raw())
     {
         rt.peer.pending.settle(id.as_raw(), Err(error));
+        return;
+    }
+    // A late answer to a call that already gave up: drop it, do not answer it.
+    if let Some(id) = &head.id
+        && !head.has_method
+        && rt.peer.pending.is_ours(id.as_raw())
+    {
+        log::warn!("executa: dropped an oversized answer for id {id} (timed out or already settled)");
         return;
     }
     let id = head.id.unwrap_or_else(Id::null);

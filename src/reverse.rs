@@ -1,4 +1,5 @@
-//! Reverse RPC: calls from a tool handler to the host, correlated by request id.
+//! Reverse RPC: calls from a tool handler to the host, correlated by request id, and the
+//! limits this crate checks before sending (the same the host enforces).
 //!
 //! A call is gated and budget-checked locally first (so the author gets a precise error
 //! and nothing is sent), then registered in the pending table, then written. The reader
@@ -21,7 +22,7 @@ use crate::error::{Error, Result, RpcError, codes};
 use crate::pending::Pending;
 use crate::session::Session;
 use crate::wire;
-use crate::writer::Outbox;
+use crate::writer::{Outbox, SendFailure};
 
 /// Sampling: calls per invoke when the host did not say (`maxCallsPerInvoke`).
 pub const DEFAULT_MAX_SAMPLING_CALLS: u64 = 8;
@@ -129,12 +130,29 @@ impl InvokeHandle {
         Ok(serde_json::from_str(raw.get())?)
     }
 
+    /// As [`InvokeHandle::call`], waiting at most `timeout` (still capped by the deadline).
+    pub fn call_with_timeout<P: Serialize + ?Sized, R: DeserializeOwned>(
+        &self,
+        method: &str,
+        params: &P,
+        timeout: Duration,
+    ) -> Result<R> {
+        let raw = self.call_raw(method, params, Some(timeout))?;
+        Ok(serde_json::from_str(raw.get())?)
+    }
+
+    /// What `initialize` negotiated (all defaults when the host never sent it).
+    pub fn negotiated(&self) -> crate::session::Negotiated {
+        self.0.peer.session.get()
+    }
+
     /// Calls `method` on the host and returns its raw `result`.
     ///
     /// `params` must serialize to a JSON object; `context.invoke_id` and `_clientTimeoutS`
     /// are added. Blocks until the answer, bounded by the smallest of `timeout` (or the
-    /// method's default: sampling 90 s, storage 30 s, files 60 s, others 60 s) and the time
-    /// left before the invoke's deadline. Returns [`Error::Refused`] without sending
+    /// method's default, see [`default_timeout`]) and the time
+    /// left before the invoke's deadline (writing the frame counts against the same bound
+    /// when the output queue is full). Returns [`Error::Refused`] without sending
     /// anything when the capability is not declared, the session is v1 or a budget is
     /// spent; [`Error::Remote`] with the host's error; [`Error::Timeout`] (a late answer is
     /// dropped); [`Error::Disconnected`] at once when the host closes stdin or the plugin
@@ -156,11 +174,11 @@ impl InvokeHandle {
         let peer = &self.0.peer;
         gate(method, &peer.capabilities, peer.session.reverse_rpc_allowed())
             .map_err(Error::Refused)?;
-        self.charge(method, &params)?;
         let wait = self.wait_for(method, timeout);
         if wait.is_zero() {
             return Err(Error::Timeout { method: method.to_owned(), after: Duration::ZERO });
         }
+        self.charge(method, &params)?;
         if let Some(id) = &self.0.invoke_id {
             params.insert("context".into(), json!({ "invoke_id": id }));
         }
@@ -175,8 +193,9 @@ impl InvokeHandle {
     /// Sends an `executa/progress` notification `{type, data, context:{invoke_id}}`.
     ///
     /// Never blocks and never fails loudly: it returns `false` and counts the event as
-    /// dropped when the invoke has ended, the session is v1, more than 50 events were sent
-    /// in the last second, the event exceeds 8 KiB, or the output queue is full.
+    /// dropped when the invoke has ended or has no invoke id (the host would drop it), the
+    /// session is v1, `data` fails to serialize, more than 50 events were sent in the last
+    /// second, the event exceeds 8 KiB, or the output queue is full.
     pub fn progress<D: Serialize + ?Sized>(&self, kind: &str, data: &D) -> bool {
         let sent = self.try_progress(kind, data);
         if !sent {
@@ -209,12 +228,13 @@ impl InvokeHandle {
         if self.is_ended() || !self.0.peer.session.reverse_rpc_allowed() {
             return false;
         }
+        let (Some(id), Ok(data)) = (&self.0.invoke_id, serde_json::to_value(data)) else {
+            return false;
+        };
         let mut params = Map::new();
         params.insert("type".into(), json!(kind));
-        params.insert("data".into(), serde_json::to_value(data).unwrap_or(Value::Null));
-        if let Some(id) = &self.0.invoke_id {
-            params.insert("context".into(), json!({ "invoke_id": id }));
-        }
+        params.insert("data".into(), data);
+        params.insert("context".into(), json!({ "invoke_id": id }));
         let mut frame = Vec::with_capacity(256);
         wire::write_request(&mut frame, None, "executa/progress", &params);
         if frame.len() > MAX_PROGRESS_BYTES || !self.take_progress_slot() {
@@ -318,14 +338,18 @@ fn refused(code: i64, symbol: &str, message: String) -> Error {
 
 /// Registers, writes and waits: the one place a reverse call crosses the wire.
 fn send_and_wait(peer: &Peer, method: &str, params: &Map<String, Value>, wait: Duration) -> Result<Box<RawValue>> {
+    let started = Instant::now();
     let ticket = peer.pending.register().map_err(Error::Disconnected)?;
     let mut frame = Vec::with_capacity(256);
     wire::write_request(&mut frame, Some(&ticket.wire_id), method, params);
-    if !peer.out.send(frame) {
+    if let Err(sent) = peer.out.send_timeout(frame, wait) {
         peer.pending.forget(ticket.number);
-        return Err(Error::Disconnected("the plugin's output is closed".into()));
+        return Err(match sent {
+            SendFailure::Timeout => Error::Timeout { method: method.to_owned(), after: wait },
+            SendFailure::Closed => Error::Disconnected("the plugin's output is closed".into()),
+        });
     }
-    match ticket.answer.recv_timeout(wait) {
+    match ticket.answer.recv_timeout(wait.saturating_sub(started.elapsed())) {
         Ok(Ok(result)) => Ok(result),
         Ok(Err(error)) => Err(Error::Remote(error)),
         Err(RecvTimeoutError::Timeout) => {
@@ -381,13 +405,17 @@ const FAMILIES: &[Family] = &[
 /// session, with the host's code. `credentials/*` needs no capability string (a declared
 /// credential drives it) and methods this crate does not know are passed through.
 pub(crate) fn gate(method: &str, declared: &[String], v2: bool) -> Result<(), RpcError> {
-    let Some(family) = FAMILIES.iter().find(|f| method.starts_with(f.prefix)) else {
+    let family = FAMILIES.iter().find(|f| method.starts_with(f.prefix));
+    if !v2 {
+        let msg = format!("`{method}` is unavailable: the session is not protocol 2.0, which reverse RPC needs");
+        return Err(match family {
+            Some(f) => RpcError::with_code(f.code, f.symbol, msg),
+            None => RpcError::with_code(codes::METHOD_NOT_FOUND, "REVERSE_RPC_DISABLED", msg),
+        });
+    }
+    let Some(family) = family else {
         return Ok(());
     };
-    if !v2 {
-        let msg = format!("`{method}` is unavailable: the host negotiated protocol 1.1, which has no reverse RPC");
-        return Err(RpcError::with_code(family.code, family.symbol, msg));
-    }
     let storage = matches!(family.prefix, "storage/" | "files/");
     let ok = declared.iter().any(|d| {
         family.needs.contains(&d.as_str())
@@ -422,6 +450,7 @@ mod tests {
         assert!(gate("storage/set", &caps(&["aps.scope.user.write"]), true).is_ok());
         assert!(gate("files/list", &caps(&["aps.kv"]), true).is_err());
         assert!(gate("credentials/getToken", &none, true).is_ok());
+        assert_eq!(gate("credentials/getToken", &none, false).unwrap_err().code, -32601);
         assert!(gate("some/future", &none, true).is_ok());
     }
 

@@ -10,6 +10,7 @@
 //! in-flight invokes within the grace period, flushes the writer, and returns.
 
 use std::io::{Read, Write};
+use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 use std::thread;
@@ -28,7 +29,7 @@ use crate::pool::Pool;
 use crate::reverse::Peer;
 use crate::session::Session;
 use crate::tool::Tool;
-use crate::writer::{self, OUT_QUEUE, Out, Outbox};
+use crate::writer::{self, Outbox};
 
 /// Capacity of the request queue between the reader and the dispatch side.
 const JOB_QUEUE: usize = 256;
@@ -92,32 +93,25 @@ where
     R: Read + Send + 'static,
     W: Write + Send + 'static,
 {
-    let (mut events, notifier) = events::channel()?;
+    let (events, notifier) = events::channel()?;
     let mut signal_ids = Vec::new();
     if signals {
         for sig in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
             signal_ids.push(signal_hook::low_level::pipe::register(sig, notifier.socket()?)?);
         }
     }
-    let (out_tx, out_rx) = bounded(OUT_QUEUE);
+    let (outbox, inbox) = writer::channel();
     let (jobs_tx, jobs_rx) = bounded(JOB_QUEUE);
     let writer_events = notifier.try_clone()?;
-    let writer = spawn("executa-writer", move || writer::run(output, out_rx, writer_events))?;
-    let rt = Arc::new(Runtime::new(parts, Outbox(out_tx.clone()), notifier, jobs_rx));
+    let writer = spawn("executa-writer", move || writer::run(output, inbox, writer_events))?;
+    let rt = Arc::new(Runtime::new(parts, outbox, notifier, jobs_rx));
     let dispatch_rt = rt.clone();
     spawn("executa-dispatch", move || dispatch_rt.work(true))?;
     let reader_rt = rt.clone();
     spawn("executa-reader", move || crate::reader::run(input, reader_rt, jobs_tx))?;
 
-    let stopped = supervise(&rt, &mut events);
-    // After a second signal the operator wants out now: give the writer only a moment.
-    let flush_bound = match stopped {
-        Ok(Stopped { reason: StopReason::SecondSignal, .. }) => Duration::from_millis(100),
-        _ => rt.opts.grace,
-    };
-    if out_tx.send_timeout(Out::Close, flush_bound).is_ok() {
-        let _ = events.wait_for(Event::WriterDone, Instant::now() + flush_bound);
-    }
+    let mut watch = Watch { events, signals: 0 };
+    let stopped = supervise(&rt, &mut watch).and_then(|stopped| flush(&rt, &mut watch, stopped));
     for id in signal_ids {
         signal_hook::low_level::unregister(id);
     }
@@ -127,21 +121,56 @@ where
     stopped
 }
 
+/// The main thread's view of the event socket, counting signals: the first one asks for
+/// an orderly stop, the second for an immediate one, whatever phase it arrives in.
+struct Watch {
+    events: Events,
+    signals: u32,
+}
+
+/// How a bounded wait ended.
+enum Wait {
+    Got,
+    TimedOut,
+    SecondSignal,
+}
+
+impl Watch {
+    /// Waits for `want` until `deadline`, counting the signals that arrive meanwhile.
+    fn until(&mut self, want: Event, deadline: Instant) -> Result<Wait> {
+        loop {
+            match self.events.wait(Some(deadline))? {
+                None => return Ok(Wait::TimedOut),
+                Some(Event::Signal) => {
+                    self.signals += 1;
+                    if self.signals >= 2 {
+                        return Ok(Wait::SecondSignal);
+                    }
+                }
+                Some(ev) if ev == want => return Ok(Wait::Got),
+                Some(_) => {}
+            }
+        }
+    }
+}
+
 /// Waits for the first stop event, then drains within the grace period.
-fn supervise(rt: &Runtime, events: &mut Events) -> Result<Stopped> {
+fn supervise(rt: &Runtime, watch: &mut Watch) -> Result<Stopped> {
     let reason = loop {
-        match events.wait(None)? {
+        match watch.events.wait(None)? {
             Some(Event::InputClosed) => break StopReason::InputClosed,
-            Some(Event::Signal) => break StopReason::Signal,
+            Some(Event::Signal) => {
+                watch.signals += 1;
+                break StopReason::Signal;
+            }
             Some(Event::OutputBroken) => break StopReason::OutputBroken,
             _ => {}
         }
     };
     log::info!("executa: stopping ({reason:?}); draining in-flight invokes");
-    // Requests read before end of input are still served; after a signal (or with no one
-    // left to answer) new invokes are refused, and calls waiting on the host fail at once
-    // (end of input already failed them in the reader) so their invokes can still answer
-    // within the grace period.
+    // Requests read before end of input are still served. After a signal, or with no one
+    // left to answer, new invokes are refused and calls waiting on the host fail at once,
+    // so their invokes can answer within the grace period.
     if reason != StopReason::InputClosed {
         rt.accepting.store(false, std::sync::atomic::Ordering::Release);
         rt.peer.pending.close("the plugin is shutting down");
@@ -149,18 +178,46 @@ fn supervise(rt: &Runtime, events: &mut Events) -> Result<Stopped> {
     if rt.pool.drain() {
         return Ok(Stopped { reason, abandoned: 0 });
     }
-    let deadline = Instant::now() + rt.opts.grace;
-    match events.wait_for(Event::Drained, deadline)? {
-        Some(Event::Drained) => Ok(Stopped { reason, abandoned: 0 }),
-        Some(_) => {
+    match watch.until(Event::Drained, Instant::now() + rt.opts.grace)? {
+        Wait::Got => Ok(Stopped { reason, abandoned: 0 }),
+        Wait::SecondSignal => {
             log::warn!("executa: second signal: exiting now, abandoning in-flight invokes");
             Ok(Stopped { reason: StopReason::SecondSignal, abandoned: rt.pool.in_flight() })
         }
-        None => {
+        Wait::TimedOut => {
             let abandoned = rt.pool.in_flight();
             log::warn!("executa: {abandoned} invoke(s) still running after the grace period; exiting");
             Ok(Stopped { reason, abandoned })
         }
+    }
+}
+
+/// Flushes and stops the writer within the grace period; a second signal cuts it short.
+fn flush(rt: &Runtime, watch: &mut Watch, stopped: Stopped) -> Result<Stopped> {
+    if stopped.reason == StopReason::SecondSignal {
+        // The operator wants out now: give the writer only a moment.
+        if rt.peer.out.close(Duration::from_millis(100)) {
+            watch.until(Event::WriterDone, Instant::now() + Duration::from_millis(100))?;
+        }
+        return Ok(stopped);
+    }
+    let deadline = Instant::now() + rt.opts.grace;
+    // Room for `Close` appears only as the host reads; keep watching for a second signal.
+    while !rt.peer.out.close(Duration::from_millis(20)) {
+        if Instant::now() >= deadline {
+            log::warn!("executa: the host is not reading; unflushed replies are lost");
+            return Ok(stopped);
+        }
+        match watch.until(Event::WriterDone, Instant::now() + Duration::from_millis(1))? {
+            Wait::SecondSignal => return Ok(Stopped { reason: StopReason::SecondSignal, ..stopped }),
+            // The writer already stopped (its output broke): nothing left to flush.
+            Wait::Got => return Ok(stopped),
+            Wait::TimedOut => {}
+        }
+    }
+    match watch.until(Event::WriterDone, deadline)? {
+        Wait::SecondSignal => Ok(Stopped { reason: StopReason::SecondSignal, ..stopped }),
+        Wait::Got | Wait::TimedOut => Ok(stopped),
     }
 }
 
@@ -219,7 +276,11 @@ impl Runtime {
             match job {
                 Ok(job) => {
                     self.pool.took();
-                    self.handle(job);
+                    // Handlers are already isolated; this guards the runtime's own code so
+                    // a bug there cannot leave a thread counted busy forever.
+                    if catch_unwind(AssertUnwindSafe(|| self.handle(job))).is_err() {
+                        log::error!("executa: internal error while handling a request (see the panic above)");
+                    }
                     if self.pool.done() {
                         self.events.notify(Event::Drained);
                     }

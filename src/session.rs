@@ -24,7 +24,8 @@ pub enum ProtocolVersion {
 /// What the host offered in `initialize` and what was agreed.
 #[derive(Clone, Debug, Default)]
 pub struct Negotiated {
-    /// `None` until `initialize` arrives; dev hosts never send it.
+    /// `None` until `initialize` arrives (dev hosts never send it). `V1` also when the host
+    /// offered a version other than "2.0": reverse RPC is then off.
     pub version: Option<ProtocolVersion>,
     /// `clientInfo.name`, when given.
     pub client_name: Option<String>,
@@ -55,7 +56,6 @@ impl Session {
     }
 
     /// A copy of everything negotiated.
-    #[cfg(test)]
     pub fn get(&self) -> Negotiated {
         self.lock().clone()
     }
@@ -75,10 +75,7 @@ impl Session {
     pub fn initialize(&self, params: &str, name: &str, version: &str, uses: &[&str]) -> Value {
         let req: InitRequest = serde_json::from_str(params).unwrap_or_default();
         let offered = req.protocol_version.as_ref().map(version_text);
-        let (agreed, text) = match offered.as_deref() {
-            Some("1.1") => (ProtocolVersion::V1, "1.1"),
-            _ => (ProtocolVersion::V2, "2.0"),
-        };
+        let (agreed, text) = negotiate(offered.as_deref());
         let offer = offered_keys(&req);
         let mut caps = Map::new();
         for key in uses {
@@ -139,6 +136,17 @@ struct InitRequest {
     /// The older shape: capability strings mapped to booleans.
     #[serde(default)]
     host_capabilities: Map<String, Value>,
+}
+
+/// "2.0" (or no offer) is v2. A 1.x offer is answered "1.1". Anything else is answered
+/// "2.0", the newest this crate speaks, but reverse RPC stays off as in the official SDKs,
+/// which disable their reverse clients whenever the host offers anything but "2.0".
+fn negotiate(offered: Option<&str>) -> (ProtocolVersion, &'static str) {
+    match offered {
+        None | Some("2.0" | "2") => (ProtocolVersion::V2, "2.0"),
+        Some(v) if v.starts_with("1.") || v == "1" => (ProtocolVersion::V1, "1.1"),
+        Some(_) => (ProtocolVersion::V1, "2.0"),
+    }
 }
 
 fn version_text(v: &Value) -> String {
@@ -218,7 +226,14 @@ mod tests {
         let reply = s.initialize(r#"{"protocolVersion":"1.1"}"#, "demo", "1.0.0", &[]);
         assert_eq!(reply["protocolVersion"], "1.1");
         assert!(!s.get().reverse_rpc_allowed());
+        let reply = s.initialize(r#"{"protocolVersion":"1.0"}"#, "demo", "1.0.0", &[]);
+        assert_eq!(reply["protocolVersion"], "1.1");
+        assert!(!s.get().reverse_rpc_allowed());
+        let reply = s.initialize(r#"{"protocolVersion":"3.0"}"#, "demo", "1.0.0", &[]);
+        assert_eq!(reply["protocolVersion"], "2.0");
+        assert!(!s.get().reverse_rpc_allowed(), "only an offer of 2.0 unlocks reverse RPC");
         let reply = s.initialize("null", "demo", "1.0.0", &[]);
         assert_eq!(reply["protocolVersion"], "2.0");
+        assert!(s.get().reverse_rpc_allowed());
     }
 }

@@ -73,6 +73,9 @@ pub struct ListItem {
     /// Metadata, as sent.
     #[serde(default)]
     pub metadata: Option<Value>,
+    /// Tags, as sent.
+    #[serde(default)]
+    pub tags: Option<Value>,
 }
 
 /// One page of `storage/list`.
@@ -140,7 +143,22 @@ impl Storage<'_> {
 
     /// Lists one page of keys; pass the previous page's `next_cursor` to continue.
     pub fn list(&self, scope: Scope, prefix: Option<&str>, cursor: Option<&str>, limit: Option<u32>) -> Result<ListPage> {
+        self.list_kind(scope, prefix, cursor, limit, None)
+    }
+
+    /// As [`Storage::list`], restricted to `kind` (`"kv"` or `"file"`).
+    pub fn list_kind(
+        &self,
+        scope: Scope,
+        prefix: Option<&str>,
+        cursor: Option<&str>,
+        limit: Option<u32>,
+        kind: Option<&str>,
+    ) -> Result<ListPage> {
         let mut p = json!({ "scope": scope });
+        if let Some(x) = kind {
+            p["kind"] = json!(x);
+        }
         if let Some(x) = prefix {
             p["prefix"] = json!(x);
         }

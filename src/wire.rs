@@ -34,6 +34,8 @@ pub enum Frame<'a> {
     Oversized {
         /// The first bytes of the frame.
         head: &'a [u8],
+        /// The last bytes of the frame (an `id` written after the bulk is here).
+        tail: &'a [u8],
         /// The frame's full length in bytes.
         size: usize,
     },
@@ -43,6 +45,7 @@ pub enum Frame<'a> {
 pub struct FrameReader<R> {
     inner: BufReader<R>,
     line: Vec<u8>,
+    tail: Vec<u8>,
     max: usize,
 }
 
@@ -52,6 +55,7 @@ impl<R: Read> FrameReader<R> {
         FrameReader {
             inner: BufReader::with_capacity(READ_CHUNK, inner),
             line: Vec::with_capacity(READ_CHUNK),
+            tail: Vec::new(),
             max: max_frame_bytes,
         }
     }
@@ -64,12 +68,15 @@ impl<R: Read> FrameReader<R> {
             self.line = Vec::with_capacity(READ_CHUNK);
         }
         loop {
+            // The previous frame may have held credentials: do not leave them lying around.
+            self.line.fill(0);
             self.line.clear();
+            self.tail.clear();
             let Some(size) = self.read_line()? else {
                 return Ok(None);
             };
             if size > self.max {
-                return Ok(Some(Frame::Oversized { head: &self.line, size }));
+                return Ok(Some(Frame::Oversized { head: &self.line, tail: &self.tail, size }));
             }
             let (start, end) = trim_frame(&self.line);
             if start < end {
@@ -101,12 +108,18 @@ impl<R: Read> FrameReader<R> {
             size += take;
             if size <= self.max {
                 self.line.extend_from_slice(&chunk[..take]);
-            } else if !was_over {
-                // Crossed the cap: keep only the head and drain the rest.
-                let room = HEAD_BYTES.saturating_sub(self.line.len());
-                let keep = room.min(take);
-                self.line.extend_from_slice(&chunk[..keep]);
-                self.line.truncate(HEAD_BYTES);
+            } else {
+                if !was_over {
+                    // Crossed the cap: keep the head and a rolling tail, drain the rest.
+                    self.line.extend_from_slice(&chunk[..take]);
+                    let from = self.line.len().saturating_sub(HEAD_BYTES);
+                    self.tail.extend_from_slice(&self.line[from..]);
+                    self.line.truncate(HEAD_BYTES);
+                } else {
+                    self.tail.extend_from_slice(&chunk[take.saturating_sub(HEAD_BYTES)..take]);
+                }
+                let excess = self.tail.len().saturating_sub(HEAD_BYTES);
+                self.tail.drain(..excess);
             }
             self.inner.consume(take + usize::from(done));
             if done {
@@ -160,6 +173,16 @@ pub enum Message<'a> {
     },
     /// Not JSON at all (-32700).
     Unparsable(String),
+    /// A frame without `method` that is not a valid response: it fails our call it names
+    /// (never answered), or, with a peer's id, is answered -32600 like any bad request.
+    BadResponse {
+        /// The id it names.
+        id: &'a RawValue,
+        /// What is wrong.
+        reason: String,
+    },
+    /// An invalid notification (no `id`): logged, never answered.
+    Ignored(String),
 }
 
 #[derive(Deserialize)]
@@ -214,32 +237,46 @@ pub fn parse(line: &[u8]) -> Message<'_> {
         }
         Err(e) => return Message::Unparsable(format!("parse error: {e}")),
     };
-    // JSON-RPC ids are strings, numbers or null; a request with any other id is invalid
-    // and its id is not echoed.
-    if env.method.is_some() && env.id.is_some_and(|id| !valid_id(id)) {
-        let reason = "id must be a string, a number or null".to_owned();
-        return Message::Invalid { id: None, reason };
+    let id = env.id.filter(|id| valid_id(id));
+    let Some(method) = env.method else {
+        return response(env.id, env.result, env.error);
+    };
+    let problem = if env.id.is_some() && id.is_none() {
+        // JSON-RPC ids are strings, numbers or null; any other id is not echoed.
+        Some("id must be a string, a number or null".to_owned())
+    } else if let Some(v) = env.jsonrpc.as_deref().filter(|v| *v != "2.0") {
+        Some(format!("unsupported jsonrpc version {v:?}, expected \"2.0\""))
+    } else if env.params.is_some_and(|p| !matches!(first_byte(p), b'{' | b'[' | b'n')) {
+        Some("params must be an object or an array".to_owned())
+    } else {
+        None
+    };
+    match (problem, env.id) {
+        (None, _) => Message::Request { id, method, params: env.params },
+        // A frame without an id is never answered, even when it is wrong.
+        (Some(reason), None) => Message::Ignored(reason),
+        (Some(reason), Some(_)) => Message::Invalid { id, reason },
     }
-    if let Some(v) = env.jsonrpc.as_deref()
-        && v != "2.0"
-    {
-        let reason = format!("unsupported jsonrpc version {v:?}, expected \"2.0\"");
-        return Message::Invalid { id: env.id, reason };
-    }
-    if let Some(method) = env.method {
-        if let Some(p) = env.params
-            && !matches!(first_byte(p), b'{' | b'[' | b'n')
-        {
-            let reason = "params must be an object or an array".to_owned();
-            return Message::Invalid { id: env.id, reason };
-        }
-        return Message::Request { id: env.id, method, params: env.params };
-    }
-    match (env.id, env.result, env.error) {
+}
+
+/// Classifies a frame without `method`: a response to one of our own requests.
+fn response<'a>(
+    id: Option<&'a RawValue>,
+    result: Option<&'a RawValue>,
+    error: Option<&'a RawValue>,
+) -> Message<'a> {
+    // JSON-RPC 1.0 peers send both members with the unused one null.
+    let error = error.filter(|e| e.get() != "null");
+    let result = result.filter(|r| error.is_none() || r.get() != "null");
+    match (id, result, error) {
         (Some(id), Some(result), None) => Message::Response { id, outcome: Ok(result) },
         (Some(id), None, Some(error)) => Message::Response { id, outcome: Err(error) },
-        (id, _, _) => Message::Invalid {
+        (Some(id), _, _) => Message::BadResponse {
             id,
+            reason: "a response needs exactly one of result and error".to_owned(),
+        },
+        (None, _, _) => Message::Invalid {
+            id: None,
             reason: "a frame needs a method, or an id with exactly one of result and error"
                 .to_owned(),
         },
@@ -304,6 +341,47 @@ pub fn scan_head(head: &[u8]) -> Head {
             return out;
         }
     }
+}
+
+/// Finds a top-level `id` written as the last member of a frame: the tail then ends with
+/// `"id" : <scalar> }`, and a member right before the object's final brace can only belong
+/// to the top-level object.
+pub fn scan_tail(tail: &[u8]) -> Option<Id> {
+    let t = trim_end(tail).strip_suffix(b"}")?;
+    let t = trim_end(t);
+    let start = scalar_start(t)?;
+    let value = &t[start..];
+    let before = trim_end(&t[..start]).strip_suffix(b":")?;
+    let before = trim_end(before).strip_suffix(b"\"id\"")?;
+    if !matches!(trim_end(before).last(), Some(b',' | b'{')) {
+        return None;
+    }
+    let raw = RawValue::from_string(String::from_utf8(value.to_vec()).ok()?).ok()?;
+    valid_id(&raw).then(|| Id::from_raw(&raw))
+}
+
+fn trim_end(b: &[u8]) -> &[u8] {
+    let n = b.iter().rposition(|c| !c.is_ascii_whitespace()).map_or(0, |i| i + 1);
+    &b[..n]
+}
+
+/// Where the scalar that ends `t` starts: a string (honouring escapes) or a bare token.
+fn scalar_start(t: &[u8]) -> Option<usize> {
+    if t.last() == Some(&b'"') {
+        let mut i = t.len() - 1;
+        while i > 0 {
+            i -= 1;
+            if t[i] == b'"' {
+                let backslashes = t[..i].iter().rev().take_while(|&&c| c == b'\\').count();
+                if backslashes % 2 == 0 {
+                    return Some(i);
+                }
+            }
+        }
+        return None;
+    }
+    let start = t.iter().rposition(|c| matches!(c, b',' | b':' | b'{' | b'[') || c.is_ascii_whitespace())? + 1;
+    (start < t.len()).then_some(start)
 }
 
 /// A minimal JSON skipper over a byte slice that may end mid-value.
@@ -458,7 +536,7 @@ mod tests {
         while let Some(f) = r.next_frame().unwrap() {
             out.push(match f {
                 Frame::Line(l) => String::from_utf8(l.to_vec()).unwrap(),
-                Frame::Oversized { head, size } => {
+                Frame::Oversized { head, size, .. } => {
                     format!("OVERSIZED {size} {}", String::from_utf8_lossy(head))
                 }
             });
@@ -481,6 +559,44 @@ mod tests {
         assert_eq!(got.len(), 2);
         assert!(got[0].starts_with("OVERSIZED 10033 {\"id\":7,"), "{}", &got[0][..40]);
         assert_eq!(got[1], "{\"ok\":true}");
+    }
+
+    #[test]
+    fn oversized_line_keeps_its_tail() {
+        let mut input = b"{\"method\":\"invoke\",\"params\":\"".to_vec();
+        input.extend(std::iter::repeat_n(b'a', 20_000));
+        input.extend_from_slice(b"\",\"id\":\"late\"}\n");
+        let mut r = FrameReader::new(&input[..], 1000);
+        match r.next_frame().unwrap() {
+            Some(Frame::Oversized { tail, .. }) => {
+                assert!(tail.len() <= HEAD_BYTES);
+                assert_eq!(scan_tail(tail).unwrap().as_str(), "\"late\"");
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn tail_scan_only_trusts_a_last_top_level_id() {
+        assert_eq!(scan_tail(br#"aaa"}, "id" : 42 }  "#).unwrap().as_str(), "42");
+        assert_eq!(scan_tail(br#"aaa","id":"x\"}"}"#).unwrap().as_str(), r#""x\"}""#);
+        assert!(scan_tail(br#"aaa","id":{"a":1}}"#).is_none());
+        assert!(scan_tail(br#"aaa","xid":4}"#).is_none());
+        assert!(scan_tail(br#"aaa"}}"#).is_none());
+    }
+
+    #[test]
+    fn responses_are_never_answered() {
+        assert!(matches!(
+            parse(br#"{"id":"ex-1","result":{"a":1},"error":null}"#),
+            Message::Response { outcome: Ok(_), .. }
+        ));
+        assert!(matches!(
+            parse(br#"{"jsonrpc":"1.0","id":"ex-1","result":null,"error":{"code":1,"message":"m"}}"#),
+            Message::Response { outcome: Err(_), .. }
+        ));
+        assert!(matches!(parse(br#"{"id":"ex-1"}"#), Message::BadResponse { .. }));
+        assert!(matches!(parse(br#"{"method":"note","params":3}"#), Message::Ignored(_)));
     }
 
     #[test]
@@ -524,7 +640,7 @@ mod tests {
             Message::Invalid { id: Some(id), .. } if id.get() == "4"
         ));
         assert!(matches!(parse(br#"{"id":4,"method":"m","params":3}"#), Message::Invalid { .. }));
-        assert!(matches!(parse(br#"{"id":4}"#), Message::Invalid { .. }));
+        assert!(matches!(parse(br#"{"id":4}"#), Message::BadResponse { .. }));
         assert!(matches!(parse(br#"{"jsonrpc":"1.0","id":1,"method":"m"}"#), Message::Invalid { .. }));
     }
 

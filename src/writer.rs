@@ -1,14 +1,21 @@
 //! The writer thread: the only code that touches the protocol output.
 
 use std::io::{self, BufWriter, Write};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
 
-use crossbeam_channel::{Receiver, Sender, TrySendError};
+use crossbeam_channel::{Receiver, SendTimeoutError, Sender, TrySendError, bounded};
 
 use crate::events::{Event, Notifier};
 
-/// Capacity of the outgoing queue: enough run-ahead that a burst of replies is written
-/// with one `write(2)`, small enough to bound memory while a host is not reading.
+/// Frames the outgoing queue holds: enough run-ahead that a burst of replies is written
+/// with one `write(2)`.
 pub(crate) const OUT_QUEUE: usize = 1024;
+
+/// Bytes the outgoing queue holds at most, so a host that stops reading cannot make the
+/// plugin buffer 1024 large results.
+pub(crate) const OUT_BYTES: usize = 64 * 1024 * 1024;
 
 /// A message for the writer.
 pub(crate) enum Out {
@@ -18,32 +25,115 @@ pub(crate) enum Out {
     Close,
 }
 
+/// Why a bounded send did not happen.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum SendFailure {
+    /// The queue stayed full until the deadline.
+    Timeout,
+    /// The writer has stopped.
+    Closed,
+}
+
 /// The sending side of the writer's queue.
 #[derive(Clone)]
-pub(crate) struct Outbox(pub Sender<Out>);
+pub(crate) struct Outbox {
+    tx: Sender<Out>,
+    queued_bytes: Arc<AtomicUsize>,
+}
+
+/// The writer's end of the queue.
+pub(crate) struct Inbox {
+    rx: Receiver<Out>,
+    queued_bytes: Arc<AtomicUsize>,
+}
+
+/// A bounded queue (by frames and by bytes) between producers and the writer.
+pub(crate) fn channel() -> (Outbox, Inbox) {
+    let (tx, rx) = bounded(OUT_QUEUE);
+    let queued_bytes = Arc::new(AtomicUsize::new(0));
+    (Outbox { tx, queued_bytes: queued_bytes.clone() }, Inbox { rx, queued_bytes })
+}
 
 impl Outbox {
-    /// Queues a frame, blocking while the queue is full (the host is not reading: the
-    /// documented backpressure). Returns `false` when the writer has stopped.
+    /// Queues a frame, blocking while the queue is full: the host is not reading, and
+    /// waiting is the documented backpressure. Returns `false` when the writer has stopped.
     pub fn send(&self, frame: Vec<u8>) -> bool {
-        self.0.send(Out::Frame(frame)).is_ok()
+        self.send_before(frame, None).is_ok()
     }
 
-    /// Queues a frame without blocking. Returns `false` when the queue is full or the
-    /// writer has stopped; the caller decides what a dropped frame means.
+    /// Queues a frame, waiting at most `wait` for room.
+    pub fn send_timeout(&self, frame: Vec<u8>, wait: Duration) -> Result<(), SendFailure> {
+        self.send_before(frame, Some(Instant::now() + wait))
+    }
+
+    /// Queues a frame without blocking. Returns `false` when the queue is full (by frames or
+    /// bytes) or the writer has stopped; the caller decides what a dropped frame means.
     pub fn try_send(&self, frame: Vec<u8>) -> bool {
-        match self.0.try_send(Out::Frame(frame)) {
+        let len = frame.len();
+        if !self.reserve(len) {
+            return false;
+        }
+        match self.tx.try_send(Out::Frame(frame)) {
             Ok(()) => true,
-            Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) => false,
+            Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) => {
+                self.queued_bytes.fetch_sub(len, Ordering::AcqRel);
+                false
+            }
+        }
+    }
+
+    /// Asks the writer to flush and stop, waiting at most `wait` for room in the queue.
+    pub fn close(&self, wait: Duration) -> bool {
+        self.tx.send_timeout(Out::Close, wait).is_ok()
+    }
+
+    fn send_before(&self, frame: Vec<u8>, deadline: Option<Instant>) -> Result<(), SendFailure> {
+        let len = frame.len();
+        // Over the byte budget only while the host is not reading at all; a short sleep
+        // between checks is cheap there, and the deadline (if any) bounds it.
+        while !self.reserve(len) {
+            if deadline.is_some_and(|d| Instant::now() >= d) {
+                return Err(SendFailure::Timeout);
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        let sent = match deadline {
+            None => self.tx.send(Out::Frame(frame)).map_err(|_| SendFailure::Closed),
+            Some(d) => {
+                let left = d.saturating_duration_since(Instant::now());
+                self.tx.send_timeout(Out::Frame(frame), left).map_err(|e| match e {
+                    SendTimeoutError::Timeout(_) => SendFailure::Timeout,
+                    SendTimeoutError::Disconnected(_) => SendFailure::Closed,
+                })
+            }
+        };
+        if sent.is_err() {
+            self.queued_bytes.fetch_sub(len, Ordering::AcqRel);
+        }
+        sent
+    }
+
+    /// Counts `len` bytes in, unless that would pass the budget. An empty queue always
+    /// takes one frame, however large, so no frame can be refused forever.
+    fn reserve(&self, len: usize) -> bool {
+        let mut queued = self.queued_bytes.load(Ordering::Acquire);
+        loop {
+            if queued > 0 && queued + len > OUT_BYTES {
+                return false;
+            }
+            match self.queued_bytes.compare_exchange_weak(queued, queued + len, Ordering::AcqRel, Ordering::Acquire) {
+                Ok(_) => return true,
+                Err(now) => queued = now,
+            }
         }
     }
 }
 
 /// Runs the writer loop until `Close`, until every sender is gone, or until a write fails.
 /// Flushes whenever the queue is empty, so a burst of frames costs one write.
-pub(crate) fn run<W: Write>(output: W, rx: Receiver<Out>, events: Notifier) {
+pub(crate) fn run<W: Write>(output: W, inbox: Inbox, events: Notifier) {
     let mut out = BufWriter::with_capacity(64 * 1024, output);
-    match pump(&mut out, &rx) {
+    match pump(&mut out, &inbox) {
         Ok(()) => {}
         Err(e) if e.kind() == io::ErrorKind::BrokenPipe => {
             log::info!("executa: host closed our stdout; stopping");
@@ -57,17 +147,42 @@ pub(crate) fn run<W: Write>(output: W, rx: Receiver<Out>, events: Notifier) {
     events.notify(Event::WriterDone);
 }
 
-fn pump<W: Write>(out: &mut BufWriter<W>, rx: &Receiver<Out>) -> io::Result<()> {
-    while let Ok(first) = rx.recv() {
+fn pump<W: Write>(out: &mut BufWriter<W>, inbox: &Inbox) -> io::Result<()> {
+    while let Ok(first) = inbox.rx.recv() {
         let mut next = Some(first);
         while let Some(msg) = next {
             match msg {
-                Out::Frame(frame) => out.write_all(&frame)?,
+                Out::Frame(frame) => {
+                    let written = out.write_all(&frame);
+                    inbox.queued_bytes.fetch_sub(frame.len(), Ordering::AcqRel);
+                    written?;
+                }
                 Out::Close => return out.flush(),
             }
-            next = rx.try_recv().ok();
+            next = inbox.rx.try_recv().ok();
         }
         out.flush()?;
     }
     out.flush()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_byte_budget_refuses_only_when_something_is_queued() {
+        let (out, inbox) = channel();
+        assert!(out.try_send(vec![b'x'; OUT_BYTES + 10]), "an empty queue takes any frame");
+        assert!(!out.try_send(vec![b'y'; 10]), "over budget");
+        assert_eq!(
+            out.send_timeout(vec![b'z'; 10], Duration::from_millis(5)),
+            Err(SendFailure::Timeout)
+        );
+        let mut sink = BufWriter::new(Vec::new());
+        drop(out);
+        pump(&mut sink, &inbox).unwrap();
+        assert_eq!(inbox.queued_bytes.load(Ordering::Acquire), 0);
+        assert_eq!(sink.get_ref().len(), OUT_BYTES + 10);
+    }
 }

@@ -310,14 +310,14 @@ fn a_17_mib_line_is_refused_and_the_next_request_is_served() {
     );
     assert_eq!(p.recv_until_id("2").0.result()["status"], "ready");
 
-    // The id comes after the bulk: the refusal has a null id, and serving goes on.
+    // The id comes after the bulk: the tail still shows it, and serving goes on.
     let line = format!(
         r#"{{"jsonrpc":"2.0","method":"invoke","params":{{"tool":"echo","arguments":{{"blob":"{bulk}"}}}},"id":"big-3"}}"#
     );
     drop(bulk);
     p.send_line(&line);
     p.invoke(4, "echo", json!({ "after": "big" }));
-    let (refused, _) = p.recv_until_id("null");
+    let (refused, _) = p.recv_until_id("\"big-3\"");
     assert_eq!(refused.error_code(), -32600, "{}", refused.raw);
     assert_eq!(p.recv_until_id("4").0.data(), &json!({ "after": "big" }));
     p.finish();
@@ -392,5 +392,17 @@ fn a_result_above_4_mib_becomes_a_failure_with_both_sizes() {
     p.invoke(2, "big", json!({ "bytes": 1_000_000 }));
     let reply = p.recv_until_id("2").0;
     assert_eq!(reply.data()["blob"].as_str().map(str::len), Some(1_000_000));
+    p.finish();
+}
+
+#[test]
+fn an_oversized_failure_is_guarded_too() {
+    let mut p = Conn::spawn();
+    let message = "m".repeat(5 * 1024 * 1024);
+    p.invoke(1, "fail", json!({ "message": message }));
+    let reply = p.recv_until_id("1").0;
+    assert!(reply.raw.len() < 4096, "the oversized failure must be replaced");
+    assert_eq!(reply.result()["success"], false);
+    assert_eq!(reply.result()["data"]["errorCode"], "RESULT_TOO_LARGE");
     p.finish();
 }

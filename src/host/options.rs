@@ -37,7 +37,8 @@ pub struct HostOptions {
     pub invoke_timeout: Duration,
     /// How long `health` may take.
     pub health_timeout: Duration,
-    /// Timeout for other requests sent with [`crate::host::Host::request`] defaults.
+    /// Default timeout of [`Host::request`](crate::host::Host::request) (any other method)
+    /// and the bound on queueing a [`Host::notify`](crate::host::Host::notify).
     pub request_timeout: Duration,
     /// The shutdown sequence.
     pub shutdown: ShutdownPolicy,

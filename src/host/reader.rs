@@ -26,7 +26,9 @@ pub(crate) fn run(stdout: ChildStdout, shared: Arc<Shared>, dispatch: Dispatcher
     let cause = loop {
         match frames.next_frame() {
             Ok(Some(Frame::Line(line))) => on_line(&shared, &dispatch, line),
-            Ok(Some(Frame::Oversized { head, size })) => on_oversized(&shared, head, size),
+            Ok(Some(Frame::Oversized { head, tail, size })) => {
+                on_oversized(&shared, head, tail, size)
+            }
             Ok(None) => break None,
             Err(e) => break Some(e),
         }
@@ -75,7 +77,16 @@ fn on_line(shared: &Arc<Shared>, dispatch: &Dispatcher, line: &[u8]) {
                 answer_error(shared, &job.id, &busy);
             }
         }
-        Message::Invalid { id, reason } => on_invalid(shared, line, id, &reason),
+        Message::BadResponse { id, reason } => on_bad_response(shared, line, id, &reason),
+        Message::Invalid {
+            id: Some(id),
+            reason,
+        } => {
+            // A reverse request with a bad envelope: refuse it, as the plugin would ours.
+            let err = RpcError::new(codes::INVALID_REQUEST, reason);
+            answer_error(shared, &Id::from_raw(id), &err);
+        }
+        Message::Invalid { id: None, .. } | Message::Ignored(_) => shared.record_noise(line, true),
         Message::Unparsable(reason) => {
             // A truncated or corrupted reply still names its id early on: fail that call.
             let head = wire::scan_head(line);
@@ -117,20 +128,22 @@ fn settle(shared: &Shared, id: &RawValue, reply: super::pending::Reply) {
     }
 }
 
-/// JSON that is not a valid envelope: a file-transport pointer, a broken reply to a pending
+/// A response of the wrong shape: a file-transport pointer, a broken reply to a pending
 /// call (that call fails), or noise.
-fn on_invalid(shared: &Shared, line: &[u8], id: Option<&RawValue>, reason: &str) {
+fn on_bad_response(shared: &Shared, line: &[u8], id: &RawValue, reason: &str) {
     let pending = id
-        .and_then(|i| i.get().parse::<u64>().ok())
+        .get()
+        .parse::<u64>()
+        .ok()
         .filter(|&n| shared.pending.contains(n));
     let Some(n) = pending else {
         shared.record_noise(line, true);
         return;
     };
+    shared.count_reply();
     if shared.opts.file_transport
         && let Ok(ptr) = serde_json::from_slice::<FileTransport>(line)
     {
-        shared.count_reply();
         let reply = read_file_transport(shared, &ptr.path);
         shared.pending.settle(n, reply);
         return;
@@ -140,37 +153,38 @@ fn on_invalid(shared: &Shared, line: &[u8], id: Option<&RawValue>, reason: &str)
 }
 
 /// A line longer than the cap: fail the call it answers, or refuse the reverse request it
-/// carries with -32600 `frame_too_large`; the plugin is not killed.
-fn on_oversized(shared: &Shared, head: &[u8], size: usize) {
+/// carries with -32600 `frame_too_large`; the plugin is not killed. The id is looked for
+/// at the start of the frame, then at its end (serializers that write `id` last).
+fn on_oversized(shared: &Shared, head: &[u8], tail: &[u8], size: usize) {
     let max = shared.opts.max_frame_bytes;
-    let head = wire::scan_head(head);
-    match (head.id, head.has_method) {
-        (Some(id), false) => {
-            if id.as_u64().is_some_and(|n| {
-                shared
-                    .pending
-                    .settle(n, Err(Error::FrameTooLarge { size, max }))
-            }) {
-                shared.count_reply();
-                return;
-            }
-            log::warn!(
-                "[plugin:{}] oversized reply ({size} bytes) to unknown id {id} dropped",
-                shared.label
-            );
-        }
-        (Some(id), true) => {
-            let err = RpcError::with_code(
-                codes::INVALID_REQUEST,
-                "frame_too_large",
-                format!("request frame of {size} bytes exceeds the host's {max}-byte cap"),
-            );
-            answer_error(shared, &id, &err);
-        }
-        (None, _) => log::warn!(
+    let found = wire::scan_head(head);
+    let is_request = found.has_method;
+    let Some(id) = found.id.or_else(|| wire::scan_tail(tail)) else {
+        return log::warn!(
             "[plugin:{}] oversized frame ({size} bytes) without an id dropped",
             shared.label
-        ),
+        );
+    };
+    if !is_request
+        && id.as_u64().is_some_and(|n| {
+            shared
+                .pending
+                .settle(n, Err(Error::FrameTooLarge { size, max }))
+        })
+    {
+        shared.count_reply();
+    } else if is_request {
+        let err = RpcError::with_code(
+            codes::INVALID_REQUEST,
+            "frame_too_large",
+            format!("request frame of {size} bytes exceeds the host's {max}-byte cap"),
+        );
+        answer_error(shared, &id, &err);
+    } else {
+        log::warn!(
+            "[plugin:{}] oversized frame ({size} bytes) with id {id} dropped",
+            shared.label
+        );
     }
 }
 
