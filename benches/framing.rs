@@ -42,7 +42,10 @@ fn main() {
         black_box(v);
     });
     println!("parse, borrowed (executa::wire::parse): {borrowed:>8.1} ns/frame");
-    println!("parse, serde_json::Value tree:          {tree:>8.1} ns/frame  ({:.2}x the borrowed cost)", tree / borrowed);
+    println!(
+        "parse, serde_json::Value tree:          {tree:>8.1} ns/frame  ({:.2}x the borrowed cost)",
+        tree / borrowed
+    );
 
     let mut stream = Vec::new();
     for _ in 0..10_000 {
@@ -60,7 +63,8 @@ fn main() {
     println!("split stream into frames (FrameReader):  {split:>8.1} ns/frame");
 
     let id = RawValue::from_string("42".into()).expect("valid json");
-    let result = RawValue::from_string(r#"{"success":true,"data":{"text":"hello world"}}"#.into()).expect("valid json");
+    let result = RawValue::from_string(r#"{"success":true,"data":{"text":"hello world"}}"#.into())
+        .expect("valid json");
     let mut out = Vec::with_capacity(256);
     let reply = per_op_ns(1_000_000, || {
         out.clear();

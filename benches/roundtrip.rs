@@ -37,7 +37,12 @@ impl Peer {
             .unwrap_or_else(|e| panic!("cannot start {cmd:?}: {e}"));
         let stdin = BufWriter::new(child.stdin.take().expect("piped stdin"));
         let stdout = BufReader::new(child.stdout.take().expect("piped stdout"));
-        Peer { child, stdin, stdout, line: String::new() }
+        Peer {
+            child,
+            stdin,
+            stdout,
+            line: String::new(),
+        }
     }
 
     fn call(&mut self, frame: &str) {
@@ -56,7 +61,11 @@ impl Peer {
         let path = format!("/proc/{}/status", self.child.id());
         std::fs::read_to_string(path)
             .ok()
-            .and_then(|s| s.lines().find(|l| l.starts_with(key)).map(|l| l[key.len() + 1..].trim().to_owned()))
+            .and_then(|s| {
+                s.lines()
+                    .find(|l| l.starts_with(key))
+                    .map(|l| l[key.len() + 1..].trim().to_owned())
+            })
             .unwrap_or_default()
     }
 
@@ -96,12 +105,22 @@ fn measure(subject: &Subject, serial: u64, pipelined: u64) -> Figures {
     }
     let rtt = common::summarize(&mut samples);
     let per_sec = pipelined_rate(peer, pipelined);
-    Figures { rtt, per_sec, rss, threads }
+    Figures {
+        rtt,
+        per_sec,
+        rss,
+        threads,
+    }
 }
 
 /// One thread writes every request while this one reads every reply.
 fn pipelined_rate(peer: Peer, count: u64) -> f64 {
-    let Peer { child, mut stdin, mut stdout, mut line } = peer;
+    let Peer {
+        child,
+        mut stdin,
+        mut stdout,
+        mut line,
+    } = peer;
     let start = Instant::now();
     let writer = std::thread::spawn(move || {
         for i in 0..count {
@@ -112,39 +131,70 @@ fn pipelined_rate(peer: Peer, count: u64) -> f64 {
     });
     for _ in 0..count {
         line.clear();
-        assert!(stdout.read_line(&mut line).expect("read") > 0, "plugin closed its stdout");
+        assert!(
+            stdout.read_line(&mut line).expect("read") > 0,
+            "plugin closed its stdout"
+        );
     }
     let rate = count as f64 / start.elapsed().as_secs_f64();
     let stdin = writer.join().expect("writer thread");
-    Peer { child, stdin, stdout, line }.close();
+    Peer {
+        child,
+        stdin,
+        stdout,
+        line,
+    }
+    .close();
     rate
 }
 
 fn build(examples: &[&str]) -> PathBuf {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
     let mut cmd = Command::new(env!("CARGO"));
-    cmd.current_dir(&root).args(["build", "--quiet", "--release"]);
+    cmd.current_dir(&root)
+        .args(["build", "--quiet", "--release"]);
     for e in examples {
         cmd.args(["--example", e]);
     }
-    assert!(cmd.status().expect("cargo build").success(), "building the examples failed");
-    let target = std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| root.join("target"), PathBuf::from);
+    assert!(
+        cmd.status().expect("cargo build").success(),
+        "building the examples failed"
+    );
+    let target =
+        std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| root.join("target"), PathBuf::from);
     target.join("release").join("examples")
 }
 
 fn main() {
-    common::print_machine("cargo bench --bench roundtrip   (pinned: taskset -c 0 cargo bench --bench roundtrip)");
-    let serial: u64 = std::env::var("EXECUTA_BENCH_N").ok().and_then(|v| v.parse().ok()).unwrap_or(20_000);
+    common::print_machine(
+        "cargo bench --bench roundtrip   (pinned: taskset -c 0 cargo bench --bench roundtrip)",
+    );
+    let serial: u64 = std::env::var("EXECUTA_BENCH_N")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(20_000);
     let pipelined = serial * 5;
     let dir = build(&["everything", "bench_baseline"]);
     let path = |name: &str| dir.join(name).to_string_lossy().into_owned();
     let subjects = [
-        Subject { name: "baseline: 1-thread loop, no runtime", cmd: vec![path("bench_baseline")] },
-        Subject { name: "executa (everything example)", cmd: vec![path("everything")] },
+        Subject {
+            name: "baseline: 1-thread loop, no runtime",
+            cmd: vec![path("bench_baseline")],
+        },
+        Subject {
+            name: "executa (everything example)",
+            cmd: vec![path("everything")],
+        },
     ];
-    println!("serial round trips: {serial} (after {} warm-up); pipelined: {pipelined} invokes of `noop`", serial / 10);
+    println!(
+        "serial round trips: {serial} (after {} warm-up); pipelined: {pipelined} invokes of `noop`",
+        serial / 10
+    );
     println!();
-    println!("{:<38} {:>9} {:>9} {:>9} {:>12} {:>10} {:>8}", "subject", "p50 us", "p90 us", "p99 us", "pipelined/s", "idle RSS", "threads");
+    println!(
+        "{:<38} {:>9} {:>9} {:>9} {:>12} {:>10} {:>8}",
+        "subject", "p50 us", "p90 us", "p99 us", "pipelined/s", "idle RSS", "threads"
+    );
     let mut base: Option<Figures> = None;
     for s in &subjects {
         let f = measure(s, serial, pipelined);

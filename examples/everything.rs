@@ -125,13 +125,37 @@ fn main() {
         .capability("llm.sample")
         .capability("aps.kv")
         .credential(CredentialSpec::new("DEMO_API_KEY", "A demo key, never echoed").optional())
-        .tool(Tool::new("echo", "Returns its arguments object as data", echo))
-        .tool(Tool::new("sleep", "Sleeps, then says how long", sleep).param(Param::integer("ms", "Milliseconds")))
-        .tool(Tool::new("fail", "Fails with the given message", fail).param(Param::string("message", "Error text")))
-        .tool(Tool::new("panic", "Panics (the runtime answers -32603)", panic))
-        .tool(Tool::new("big", "Returns a blob of N ASCII bytes", big).param(Param::integer("bytes", "Blob size")))
-        .tool(Tool::new("print", "println!s text (lands on stderr)", print).param(Param::string("text", "Text")))
-        .tool(Tool::new("credentials", "Names the credentials present", credentials))
+        .tool(Tool::new(
+            "echo",
+            "Returns its arguments object as data",
+            echo,
+        ))
+        .tool(
+            Tool::new("sleep", "Sleeps, then says how long", sleep)
+                .param(Param::integer("ms", "Milliseconds")),
+        )
+        .tool(
+            Tool::new("fail", "Fails with the given message", fail)
+                .param(Param::string("message", "Error text")),
+        )
+        .tool(Tool::new(
+            "panic",
+            "Panics (the runtime answers -32603)",
+            panic,
+        ))
+        .tool(
+            Tool::new("big", "Returns a blob of N ASCII bytes", big)
+                .param(Param::integer("bytes", "Blob size")),
+        )
+        .tool(
+            Tool::new("print", "println!s text (lands on stderr)", print)
+                .param(Param::string("text", "Text")),
+        )
+        .tool(Tool::new(
+            "credentials",
+            "Names the credentials present",
+            credentials,
+        ))
         .tool(
             Tool::new("sample", "One sampling call to the host's LLM", sample)
                 .param(Param::string("prompt", "The prompt"))
@@ -142,18 +166,27 @@ fn main() {
                 .param(Param::string("key", "Key"))
                 .param(Param::new("value", ParamType::Object, "Value (any JSON)")),
         )
-        .tool(Tool::new("recall", "storage/get in scope user", recall).param(Param::string("key", "Key")))
+        .tool(
+            Tool::new("recall", "storage/get in scope user", recall)
+                .param(Param::string("key", "Key")),
+        )
         .tool(
             Tool::new("progress", "Sends N progress events", progress)
                 .param(Param::integer("steps", "How many events")),
         )
-        .tool(Tool::new("noop", "Does nothing (for latency benchmarks)", |_: serde::de::IgnoredAny, _: &Invocation| {
-            Ok::<_, ToolError>(json!({}))
-        }))
-        .tool(Tool::new("_schema_demo", "Lists the parameter types", |_: Value, _: &Invocation| {
-            Ok::<_, ToolError>(json!({}))
-        })
-        .param(any("anything"))
-        .param(Param::array("tags", ParamType::String, "Tags").optional()))
+        .tool(Tool::new(
+            "noop",
+            "Does nothing (for latency benchmarks)",
+            |_: serde::de::IgnoredAny, _: &Invocation| Ok::<_, ToolError>(json!({})),
+        ))
+        .tool(
+            Tool::new(
+                "_schema_demo",
+                "Lists the parameter types",
+                |_: Value, _: &Invocation| Ok::<_, ToolError>(json!({})),
+            )
+            .param(any("anything"))
+            .param(Param::array("tags", ParamType::String, "Tags").optional()),
+        )
         .run()
 }

@@ -27,7 +27,9 @@ fn main() {
         .tool(
             Tool::new("greet", "Returns a greeting for a person", greet)
                 .param(Param::string("name", "Who to greet"))
-                .param(Param::boolean("excited", "End with an exclamation mark").default_value(false)),
+                .param(
+                    Param::boolean("excited", "End with an exclamation mark").default_value(false),
+                ),
         )
         .run()
 }

@@ -30,9 +30,15 @@ fn summarize(args: Args, ctx: &Invocation) -> Result<Value, ToolError> {
     if args.text.trim().is_empty() {
         return Err(ToolError::new("nothing to summarize: `text` is empty"));
     }
-    ctx.progress("progress", &json!({ "stage": "asking the model", "chars": args.text.len() }));
+    ctx.progress(
+        "progress",
+        &json!({ "stage": "asking the model", "chars": args.text.len() }),
+    );
     let request = CreateMessage::new(
-        format!("Summarize in at most {} words, {} tone:\n\n{}", args.max_words, args.style, args.text),
+        format!(
+            "Summarize in at most {} words, {} tone:\n\n{}",
+            args.max_words, args.style, args.text
+        ),
         u64::from(args.max_words) * 3,
     )
     .system("You write faithful, concise summaries. Never invent facts.")
@@ -42,7 +48,9 @@ fn summarize(args: Args, ctx: &Invocation) -> Result<Value, ToolError> {
         Ok(answer) => answer,
         // The symbolic code says what happened; numeric codes collide between families.
         Err(e @ Error::Remote(_)) if e.error_code() == Some("USER_DENIED") => {
-            return Err(ToolError::new("the user declined to let this tool use the LLM"));
+            return Err(ToolError::new(
+                "the user declined to let this tool use the LLM",
+            ));
         }
         Err(e) => return Err(ToolError::new(format!("sampling failed: {e}"))),
     };
@@ -66,8 +74,15 @@ fn main() {
         .tool(
             Tool::new("summarize", "Summarizes a text faithfully", summarize)
                 .param(Param::string("text", "The text to summarize"))
-                .param(Param::string("style", "Tone").one_of(["neutral", "casual", "formal"]).default_value("neutral"))
-                .param(Param::integer("max_words", "Upper bound on the summary length").default_value(80)),
+                .param(
+                    Param::string("style", "Tone")
+                        .one_of(["neutral", "casual", "formal"])
+                        .default_value("neutral"),
+                )
+                .param(
+                    Param::integer("max_words", "Upper bound on the summary length")
+                        .default_value(80),
+                ),
         )
         .run()
 }

@@ -8,8 +8,8 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde::de::{Deserialize, Deserializer, IgnoredAny, MapAccess, Visitor};
-use serde_json::value::RawValue;
 use serde_json::Value;
+use serde_json::value::RawValue;
 
 use crate::reverse::{InvokeHandle, InvokeLink};
 use crate::secret::Secret;
@@ -46,7 +46,13 @@ impl Invocation {
             }
         }
         let handle = InvokeHandle::from_link(link(invoke_id, ctx.deadline_ms.and_then(epoch_ms)));
-        Invocation { tool, credentials: ctx.credentials, tokens, plugin_name: ctx.plugin_name, handle }
+        Invocation {
+            tool,
+            credentials: ctx.credentials,
+            tokens,
+            plugin_name: ctx.plugin_name,
+            handle,
+        }
     }
 
     /// The tool being invoked.
@@ -164,7 +170,14 @@ impl fmt::Debug for Invocation {
             .field("invoke_id", &self.invoke_id())
             .field("deadline", &self.deadline())
             .field("credentials", &self.credential_names().collect::<Vec<_>>())
-            .field("tokens", &self.tokens.iter().map(|(n, _)| n.as_str()).collect::<Vec<_>>())
+            .field(
+                "tokens",
+                &self
+                    .tokens
+                    .iter()
+                    .map(|(n, _)| n.as_str())
+                    .collect::<Vec<_>>(),
+            )
             .finish()
     }
 }
@@ -177,7 +190,9 @@ pub(crate) struct LegacyFields {
 }
 
 fn find<'a>(list: &'a [(String, Secret)], name: &str) -> Option<&'a str> {
-    list.iter().find(|(n, _)| n == name).map(|(_, s)| s.expose())
+    list.iter()
+        .find(|(n, _)| n == name)
+        .map(|(_, s)| s.expose())
 }
 
 /// `params.context`, read in one pass without building a `Value` tree: only the fields
@@ -211,8 +226,12 @@ impl<'de> Visitor<'de> for ContextVisitor {
         while let Some(key) = map.next_key::<Cow<'de, str>>()? {
             match key.as_ref() {
                 "invoke_id" => ctx.invoke_id = map.next_value::<Option<Value>>()?.and_then(text),
-                "deadline_ms" => ctx.deadline_ms = map.next_value::<Option<Value>>()?.and_then(|v| v.as_f64()),
-                "plugin_name" => ctx.plugin_name = map.next_value::<Option<Value>>()?.and_then(text),
+                "deadline_ms" => {
+                    ctx.deadline_ms = map.next_value::<Option<Value>>()?.and_then(|v| v.as_f64())
+                }
+                "plugin_name" => {
+                    ctx.plugin_name = map.next_value::<Option<Value>>()?.and_then(text)
+                }
                 "credentials" => {
                     // A wrongly shaped field is ignored on its own; the rest of the
                     // context (invoke_id above all) still counts.
@@ -252,7 +271,9 @@ fn text(v: Value) -> Option<String> {
 
 /// An absolute epoch-milliseconds deadline; `None` for anything unrepresentable.
 fn epoch_ms(ms: f64) -> Option<SystemTime> {
-    let d = Duration::try_from_secs_f64(ms / 1000.0).ok().filter(|d| !d.is_zero())?;
+    let d = Duration::try_from_secs_f64(ms / 1000.0)
+        .ok()
+        .filter(|d| !d.is_zero())?;
     UNIX_EPOCH.checked_add(d)
 }
 
@@ -273,7 +294,11 @@ mod tests {
         assert_eq!(c.invoke_id.as_deref(), Some("8f1c"));
         assert_eq!(c.deadline_ms, Some(1_767_225_600_000.0));
         assert_eq!(c.plugin_name.as_deref(), Some("p"));
-        let creds: Vec<_> = c.credentials.iter().map(|(k, v)| (k.as_str(), v.expose())).collect();
+        let creds: Vec<_> = c
+            .credentials
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.expose()))
+            .collect();
         assert_eq!(creds, [("API_KEY", "sk-1"), ("N", "7")]);
         let tokens: Vec<_> = c.tokens.iter().map(|(k, _)| k.as_str()).collect();
         assert_eq!(tokens, ["sampling_token", "storage_token"]);
@@ -283,10 +308,15 @@ mod tests {
 
     #[test]
     fn a_bad_field_does_not_lose_the_others() {
-        let c = parse(r#"{"credentials":[1],"invoke_id":"i","deadline_ms":1e300,"plugin_name":{}}"#);
+        let c =
+            parse(r#"{"credentials":[1],"invoke_id":"i","deadline_ms":1e300,"plugin_name":{}}"#);
         assert_eq!(c.invoke_id.as_deref(), Some("i"));
         assert!(c.credentials.is_empty());
-        assert_eq!(c.deadline_ms.and_then(epoch_ms), None, "an absurd deadline is ignored, not a panic");
+        assert_eq!(
+            c.deadline_ms.and_then(epoch_ms),
+            None,
+            "an absurd deadline is ignored, not a panic"
+        );
     }
 
     #[test]

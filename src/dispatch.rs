@@ -6,8 +6,8 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::Ordering;
 
 use serde::{Deserialize, Serialize};
-use serde_json::value::RawValue;
 use serde_json::Value;
+use serde_json::value::RawValue;
 
 use crate::context::{Invocation, LegacyFields};
 use crate::error::{RpcError, codes};
@@ -22,7 +22,11 @@ use crate::wire;
 /// A unit of work for the dispatch side.
 pub(crate) enum Job {
     /// A host request (`id` = `None`: a notification).
-    Request { id: Option<Id>, method: Method, params: Option<Box<RawValue>> },
+    Request {
+        id: Option<Id>,
+        method: Method,
+        params: Option<Box<RawValue>>,
+    },
     /// A frame the reader already judged invalid: answer with this error.
     Reject { id: Id, error: RpcError },
 }
@@ -92,10 +96,16 @@ impl Runtime {
     pub(crate) fn handle(&self, job: Job) {
         match job {
             Job::Reject { id, error } => self.reply_error(&id, &error),
-            Job::Request { id: None, method, .. } => {
+            Job::Request {
+                id: None, method, ..
+            } => {
                 log::debug!("executa: ignoring notification {method:?}");
             }
-            Job::Request { id: Some(id), method, params } => self.request(id, method, params),
+            Job::Request {
+                id: Some(id),
+                method,
+                params,
+            } => self.request(id, method, params),
         }
     }
 
@@ -115,7 +125,12 @@ impl Runtime {
                 self.reply_value(&id, &health);
             }
             Method::Initialize => {
-                let reply = self.peer.session.initialize(params_text, &self.name, &self.version, &self.uses);
+                let reply = self.peer.session.initialize(
+                    params_text,
+                    &self.name,
+                    &self.version,
+                    &self.uses,
+                );
                 self.reply_value(&id, &reply);
             }
             Method::Shutdown => {
@@ -124,7 +139,8 @@ impl Runtime {
                 self.reply_value(&id, &Empty {});
             }
             Method::Other(name) => {
-                let error = RpcError::new(codes::METHOD_NOT_FOUND, format!("method not found: {name}"));
+                let error =
+                    RpcError::new(codes::METHOD_NOT_FOUND, format!("method not found: {name}"));
                 self.reply_error(&id, &error);
             }
         }
@@ -149,30 +165,45 @@ impl Runtime {
             Admit::Run(job) => self.run_invokes(job),
             Admit::Deferred => {}
             Admit::Refuse(job) => {
-                let error = RpcError::with_code(codes::SERVER_BUSY, "BUSY", "too many invokes waiting; retry later");
+                let error = RpcError::with_code(
+                    codes::SERVER_BUSY,
+                    "BUSY",
+                    "too many invokes waiting; retry later",
+                );
                 self.reply_error(&job.id, &error);
             }
         }
     }
 
-    fn prepare_invoke(&self, id: Id, params: Option<&RawValue>) -> Result<InvokeJob, (Id, RpcError)> {
+    fn prepare_invoke(
+        &self,
+        id: Id,
+        params: Option<&RawValue>,
+    ) -> Result<InvokeJob, (Id, RpcError)> {
         let text = params.map_or("null", RawValue::get);
         let p: InvokeParams<'_> = match serde_json::from_str(text) {
             Ok(p) => p,
             Err(e) => {
-                let msg = format!("invalid invoke params (expected {{tool, arguments, context}}): {e}");
+                let msg =
+                    format!("invalid invoke params (expected {{tool, arguments, context}}): {e}");
                 return Err((id, RpcError::new(codes::INVALID_PARAMS, msg)));
             }
         };
         let Some(tool) = self.tool_index(&p.tool) else {
             let msg = format!("unknown tool: {}", p.tool);
-            return Err((id, RpcError::with_code(codes::METHOD_NOT_FOUND, "TOOL_NOT_FOUND", msg)));
+            return Err((
+                id,
+                RpcError::with_code(codes::METHOD_NOT_FOUND, "TOOL_NOT_FOUND", msg),
+            ));
         };
         let arguments = match p.arguments {
             Some(a) if a.get() != "null" => a.to_owned(),
             _ => RawValue::from_string("{}".to_owned()).map_err(|e| (id.clone(), internal(e)))?,
         };
-        let mut legacy = LegacyFields { invoke_id: p.invoke_id, tokens: Vec::new() };
+        let mut legacy = LegacyFields {
+            invoke_id: p.invoke_id,
+            tokens: Vec::new(),
+        };
         if let Some(t) = p.sampling_token {
             legacy.tokens.push(("sampling_token", t));
         }
@@ -184,7 +215,13 @@ impl Runtime {
         let invocation = Invocation::new(name, p.context, legacy, |invoke_id, deadline| {
             InvokeLink::new(invoke_id, deadline, peer.clone())
         });
-        Ok(InvokeJob { id, tool, arguments, invocation, admitted_early: true })
+        Ok(InvokeJob {
+            id,
+            tool,
+            arguments,
+            invocation,
+            admitted_early: true,
+        })
     }
 
     /// Runs an admitted invoke, then any invokes that waited for its slot.
@@ -208,7 +245,13 @@ impl Runtime {
 
     /// Runs the handler and builds the response frame.
     fn execute(&self, job: InvokeJob) -> Vec<u8> {
-        let InvokeJob { id, tool, arguments, invocation, .. } = job;
+        let InvokeJob {
+            id,
+            tool,
+            arguments,
+            invocation,
+            ..
+        } = job;
         let tool = &self.tools[tool];
         let mut frame = Vec::with_capacity(256);
         frame.extend_from_slice(b"{\"jsonrpc\":\"2.0\",\"id\":");
@@ -236,13 +279,21 @@ impl Runtime {
                 frame
             }
             Ok(Err(e)) => {
-                let body = Failure { success: false, error: e.message(), details: e.details(), data: None };
+                let body = Failure {
+                    success: false,
+                    error: e.message(),
+                    details: e.details(),
+                    data: None,
+                };
                 value_frame(&id, &body)
             }
             Err(panic) => {
                 let what = panic_message(panic.as_ref());
                 log::error!("executa: tool `{}` panicked: {what}", tool.spec.name);
-                let msg = format!("tool `{}` panicked; details are in the plugin's stderr", tool.spec.name);
+                let msg = format!(
+                    "tool `{}` panicked; details are in the plugin's stderr",
+                    tool.spec.name
+                );
                 let error = RpcError::with_code(codes::INTERNAL_ERROR, "HANDLER_PANIC", msg);
                 frame.clear();
                 wire::write_error(&mut frame, id.as_raw(), &error);
@@ -258,13 +309,27 @@ impl Runtime {
 
     fn too_large(&self, id: &Id, size: usize) -> Vec<u8> {
         let max = self.opts.max_result_bytes;
-        log::warn!("executa: a result of {size} bytes exceeds the {max}-byte limit; sent as a failure");
+        log::warn!(
+            "executa: a result of {size} bytes exceeds the {max}-byte limit; sent as a failure"
+        );
         let error = format!(
             "result too large: the response is {size} bytes, above the {max}-byte limit; \
              send large payloads through files/* or host/uploadFile"
         );
-        let data = TooLarge { error_code: "RESULT_TOO_LARGE", result_size_bytes: size, max_payload_bytes: max };
-        value_frame(id, &Failure { success: false, error: &error, details: None, data: Some(data) })
+        let data = TooLarge {
+            error_code: "RESULT_TOO_LARGE",
+            result_size_bytes: size,
+            max_payload_bytes: max,
+        };
+        value_frame(
+            id,
+            &Failure {
+                success: false,
+                error: &error,
+                details: None,
+                data: Some(data),
+            },
+        )
     }
 
     fn reply(&self, id: &Id, result: &RawValue) {
@@ -319,7 +384,11 @@ fn value_frame<T: Serialize + ?Sized>(id: &Id, result: &T) -> Vec<u8> {
 }
 
 fn shutting_down() -> RpcError {
-    RpcError::with_code(codes::SERVER_BUSY, "SHUTTING_DOWN", "the plugin is shutting down")
+    RpcError::with_code(
+        codes::SERVER_BUSY,
+        "SHUTTING_DOWN",
+        "the plugin is shutting down",
+    )
 }
 
 fn internal(e: impl std::fmt::Display) -> RpcError {

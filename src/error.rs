@@ -54,13 +54,21 @@ pub struct RpcError {
 impl RpcError {
     /// An error with a code and message and no data.
     pub fn new(code: i64, message: impl Into<String>) -> Self {
-        RpcError { code, message: message.into(), data: None }
+        RpcError {
+            code,
+            message: message.into(),
+            data: None,
+        }
     }
 
     /// An error carrying `data: {"errorCode": <symbol>}`.
     pub fn with_code(code: i64, symbol: &str, message: impl Into<String>) -> Self {
         let data = serde_json::json!({ "errorCode": symbol });
-        RpcError { code, message: message.into(), data: Some(data) }
+        RpcError {
+            code,
+            message: message.into(),
+            data: Some(data),
+        }
     }
 
     /// The symbolic `data.errorCode`, when the peer sent one.
@@ -155,7 +163,10 @@ impl fmt::Display for Error {
             Error::Disconnected(why) => write!(f, "disconnected: {why}"),
             Error::InvokeEnded => f.write_str("the invoke this call belongs to has already ended"),
             Error::FrameTooLarge { size, max } => {
-                write!(f, "frame of at least {size} bytes exceeds the {max}-byte cap")
+                write!(
+                    f,
+                    "frame of at least {size} bytes exceeds the {max}-byte cap"
+                )
             }
             Error::Protocol(why) => write!(f, "protocol violation: {why}"),
         }

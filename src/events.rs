@@ -98,7 +98,12 @@ impl Events {
                         return Ok(Some(ev));
                     }
                 }
-                Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => {
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                    ) =>
+                {
                     return Ok(None);
                 }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}

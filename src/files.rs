@@ -96,7 +96,13 @@ pub struct Files<'a>(pub(crate) &'a InvokeHandle);
 impl Files<'_> {
     /// Starts an upload; then `PUT` the bytes to [`UploadTicket::url`] and call
     /// [`Files::upload_complete`] (else the object is garbage-collected).
-    pub fn upload_begin(&self, path: &str, scope: Scope, size_bytes: Option<u64>, content_type: Option<&str>) -> Result<UploadTicket> {
+    pub fn upload_begin(
+        &self,
+        path: &str,
+        scope: Scope,
+        size_bytes: Option<u64>,
+        content_type: Option<&str>,
+    ) -> Result<UploadTicket> {
         self.upload_begin_with(path, scope, size_bytes, content_type, None)
     }
 
@@ -125,7 +131,12 @@ impl Files<'_> {
     }
 
     /// Finishes an upload.
-    pub fn upload_complete(&self, path: &str, scope: Scope, etag: Option<&str>) -> Result<FileInfo> {
+    pub fn upload_complete(
+        &self,
+        path: &str,
+        scope: Scope,
+        etag: Option<&str>,
+    ) -> Result<FileInfo> {
         let mut p = json!({ "path": path, "scope": scope });
         if let Some(e) = etag {
             p["etag"] = json!(e);
@@ -135,7 +146,12 @@ impl Files<'_> {
 
     /// A time-limited download URL (both `expires_in` and `ttl_seconds` are sent, as the
     /// SDKs do).
-    pub fn download_url(&self, path: &str, scope: Scope, expires_in: Option<u64>) -> Result<DownloadUrl> {
+    pub fn download_url(
+        &self,
+        path: &str,
+        scope: Scope,
+        expires_in: Option<u64>,
+    ) -> Result<DownloadUrl> {
         let mut p = json!({ "path": path, "scope": scope });
         if let Some(s) = expires_in {
             p["expires_in"] = json!(s);
@@ -145,7 +161,12 @@ impl Files<'_> {
     }
 
     /// Lists one page of objects.
-    pub fn list(&self, scope: Scope, prefix: Option<&str>, cursor: Option<&str>) -> Result<FileList> {
+    pub fn list(
+        &self,
+        scope: Scope,
+        prefix: Option<&str>,
+        cursor: Option<&str>,
+    ) -> Result<FileList> {
         let mut p = json!({ "scope": scope });
         if let Some(x) = prefix {
             p["prefix"] = json!(x);
@@ -158,6 +179,9 @@ impl Files<'_> {
 
     /// Deletes an object. Returns whether it was deleted.
     pub fn delete(&self, path: &str, scope: Scope) -> Result<bool> {
-        Ok(self.0.call::<_, Deleted>("files/delete", &json!({ "path": path, "scope": scope }))?.deleted)
+        Ok(self
+            .0
+            .call::<_, Deleted>("files/delete", &json!({ "path": path, "scope": scope }))?
+            .deleted)
     }
 }

@@ -29,12 +29,20 @@ pub struct Health {
 impl Health {
     /// `{"status":"ready","message":"","details":{}}`.
     pub fn ready() -> Self {
-        Health { status: HealthStatus::Ready, message: String::new(), details: Value::Object(Map::new()) }
+        Health {
+            status: HealthStatus::Ready,
+            message: String::new(),
+            details: Value::Object(Map::new()),
+        }
     }
 
     /// An error status with a message.
     pub fn error(message: impl Into<String>) -> Self {
-        Health { status: HealthStatus::Error, message: message.into(), details: Value::Object(Map::new()) }
+        Health {
+            status: HealthStatus::Error,
+            message: message.into(),
+            details: Value::Object(Map::new()),
+        }
     }
 
     /// An initializing status with a message.

@@ -20,7 +20,12 @@ impl Log for StderrLogger {
             return;
         }
         // One write per line under the lock, so lines from several threads never interleave.
-        let line = format!("[{} {}] {}\n", record.level(), record.target(), record.args());
+        let line = format!(
+            "[{} {}] {}\n",
+            record.level(),
+            record.target(),
+            record.args()
+        );
         let _ = std::io::stderr().lock().write_all(line.as_bytes());
     }
 

@@ -186,7 +186,11 @@ impl Param {
     }
 
     /// A required array parameter whose elements have type `items`.
-    pub fn array(name: impl Into<String>, items: ParamType, description: impl Into<String>) -> Self {
+    pub fn array(
+        name: impl Into<String>,
+        items: ParamType,
+        description: impl Into<String>,
+    ) -> Self {
         let mut p = Param::new(name, ParamType::Array, description);
         p.items = Some(serde_json::json!({ "type": items.as_str() }));
         p

@@ -52,7 +52,10 @@ impl Pending {
         Pending {
             prefix,
             next: AtomicU64::new(1),
-            table: Mutex::new(Table { open: None, waiting: Vec::new() }),
+            table: Mutex::new(Table {
+                open: None,
+                waiting: Vec::new(),
+            }),
         }
     }
 
@@ -67,7 +70,11 @@ impl Pending {
             return Err(why.clone());
         }
         table.waiting.push((number, tx));
-        Ok(Ticket { number, wire_id, answer: rx })
+        Ok(Ticket {
+            number,
+            wire_id,
+            answer: rx,
+        })
     }
 
     /// Forgets a call whose waiter gave up (timeout); a late answer is then dropped.
@@ -83,7 +90,10 @@ impl Pending {
             return false;
         };
         let Some(tx) = self.lock().take(number) else {
-            log::warn!("executa: dropped an answer for id {} (timed out or already settled)", id.get());
+            log::warn!(
+                "executa: dropped an answer for id {} (timed out or already settled)",
+                id.get()
+            );
             return false;
         };
         // One slot, one sender, one send: this cannot be full. A gone waiter is fine.
@@ -93,7 +103,8 @@ impl Pending {
 
     /// Whether `id` names a call that is still waiting.
     pub fn is_waiting(&self, id: &RawValue) -> bool {
-        self.parse_id(id).is_some_and(|n| self.lock().waiting.iter().any(|(k, _)| *k == n))
+        self.parse_id(id)
+            .is_some_and(|n| self.lock().waiting.iter().any(|(k, _)| *k == n))
     }
 
     /// Fails every waiting call at once and refuses new ones, with `why`.
@@ -125,7 +136,9 @@ impl Pending {
         let s = id.get().strip_prefix('"')?.strip_suffix('"')?;
         let digits = s.strip_prefix(self.prefix)?;
         let n: u64 = digits.parse().ok()?;
-        (digits.len() == 1 || !digits.starts_with('0')).then_some(n).filter(|_| digits.bytes().all(|b| b.is_ascii_digit()))
+        (digits.len() == 1 || !digits.starts_with('0'))
+            .then_some(n)
+            .filter(|_| digits.bytes().all(|b| b.is_ascii_digit()))
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Table> {
@@ -149,13 +162,22 @@ mod tests {
         let t = p.register().unwrap();
         assert_eq!(t.wire_id.get(), format!("\"ex-{}\"", t.number));
         assert!(p.settle(&t.wire_id, Ok(raw("1"))));
-        assert!(!p.settle(&t.wire_id, Ok(raw("2"))), "second answer must be dropped");
+        assert!(
+            !p.settle(&t.wire_id, Ok(raw("2"))),
+            "second answer must be dropped"
+        );
         assert_eq!(t.answer.recv().unwrap().unwrap().get(), "1");
-        assert!(!p.settle(&raw("7"), Ok(raw("1"))), "numeric ids are never ours");
+        assert!(
+            !p.settle(&raw("7"), Ok(raw("1"))),
+            "numeric ids are never ours"
+        );
         assert!(!p.settle(&raw("\"ex-999\""), Ok(raw("1"))));
         let t = p.register().unwrap();
         let n = t.number;
-        assert!(!p.settle(&raw(&format!("\"ex-0{n}\"")), Ok(raw("1"))), "near-miss ids are not ours");
+        assert!(
+            !p.settle(&raw(&format!("\"ex-0{n}\"")), Ok(raw("1"))),
+            "near-miss ids are not ours"
+        );
         assert!(!p.settle(&raw(&format!("\"ex-+{n}\"")), Ok(raw("1"))));
         assert!(p.settle(&t.wire_id, Ok(raw("1"))));
     }

@@ -42,7 +42,11 @@ impl Plugin {
     /// A plugin with a name and a SemVer version.
     pub fn new(name: impl Into<String>, version: impl Into<String>) -> Self {
         Plugin {
-            manifest: Manifest { name: name.into(), version: version.into(), ..Manifest::default() },
+            manifest: Manifest {
+                name: name.into(),
+                version: version.into(),
+                ..Manifest::default()
+            },
             tools: Vec::new(),
             health: None,
             opts: Options::default(),
@@ -172,7 +176,8 @@ impl Plugin {
     }
 
     fn run_stdio(self) -> Result<Stopped> {
-        let guard = self.opts.stdout_guard && std::env::var("EXECUTA_STDOUT_GUARD").as_deref() != Ok("0");
+        let guard =
+            self.opts.stdout_guard && std::env::var("EXECUTA_STDOUT_GUARD").as_deref() != Ok("0");
         let stdio = crate::sys::take(guard)?;
         let signals = self.opts.handle_signals;
         let parts = self.into_parts()?;
@@ -195,12 +200,23 @@ impl Plugin {
     fn into_parts(self) -> Result<Parts> {
         let manifest = self.manifest();
         let tools = &manifest.tools;
-        if let Some(dup) = tools.iter().enumerate().find(|(i, t)| tools[..*i].iter().any(|u| u.name == t.name)).map(|(_, t)| t) {
-            return Err(Error::Protocol(format!("two tools are named `{}`", dup.name)));
+        if let Some(dup) = tools
+            .iter()
+            .enumerate()
+            .find(|(i, t)| tools[..*i].iter().any(|u| u.name == t.name))
+            .map(|(_, t)| t)
+        {
+            return Err(Error::Protocol(format!(
+                "two tools are named `{}`",
+                dup.name
+            )));
         }
         let manifest_json = serde_json::to_string(&manifest).and_then(RawValue::from_string)?;
-        let mut uses: Vec<&'static str> =
-            manifest.host_capabilities.iter().filter_map(|c| init_key(c)).collect();
+        let mut uses: Vec<&'static str> = manifest
+            .host_capabilities
+            .iter()
+            .filter_map(|c| init_key(c))
+            .collect();
         uses.dedup();
         Ok(Parts {
             name: manifest.name,

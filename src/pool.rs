@@ -71,8 +71,15 @@ impl<J: Waiting> Pool<J> {
         let limit = limit.max(1);
         Pool {
             // The permanent dispatch thread starts idle.
-            state: Mutex::new(State { threads: 1, idle: 1, ..State::default() }),
-            deferred: Mutex::new(Deferred { jobs: VecDeque::new(), bytes: 0 }),
+            state: Mutex::new(State {
+                threads: 1,
+                idle: 1,
+                ..State::default()
+            }),
+            deferred: Mutex::new(Deferred {
+                jobs: VecDeque::new(),
+                bytes: 0,
+            }),
             limit,
             max_threads: limit + 1,
         }
@@ -210,7 +217,10 @@ mod tests {
     fn the_waiting_list_has_a_byte_budget() {
         let p: Pool<u32> = Pool::new(1);
         assert!(matches!(p.admit(1), Admit::Run(_)));
-        assert!(matches!(p.admit(DEFERRED_BYTES as u32 - 10), Admit::Deferred));
+        assert!(matches!(
+            p.admit(DEFERRED_BYTES as u32 - 10),
+            Admit::Deferred
+        ));
         assert!(matches!(p.admit(11), Admit::Refuse(11)));
         assert!(matches!(p.admit(10), Admit::Deferred));
     }
@@ -218,7 +228,10 @@ mod tests {
     #[test]
     fn spawns_only_when_no_thread_is_idle_and_caps_threads() {
         let p: Pool<u32> = Pool::new(2);
-        assert!(!p.enqueue(), "the idle dispatch thread covers the first job");
+        assert!(
+            !p.enqueue(),
+            "the idle dispatch thread covers the first job"
+        );
         assert!(p.enqueue(), "a second queued job needs a second thread");
         assert!(p.enqueue());
         assert!(!p.enqueue(), "at most limit + 1 threads");

@@ -44,7 +44,9 @@ fn on_line(rt: &Arc<Runtime>, jobs: &Sender<Job>, line: &[u8]) {
             params: params.map(ToOwned::to_owned),
         },
         Message::Response { id, outcome } => {
-            let answer = outcome.map(ToOwned::to_owned).map_err(wire::parse_error_object);
+            let answer = outcome
+                .map(ToOwned::to_owned)
+                .map_err(wire::parse_error_object);
             rt.peer.pending.settle(id, answer);
             return;
         }
@@ -52,23 +54,31 @@ fn on_line(rt: &Arc<Runtime>, jobs: &Sender<Job>, line: &[u8]) {
             id: id.map_or_else(Id::null, Id::from_raw),
             error: RpcError::new(codes::INVALID_REQUEST, reason),
         },
-        Message::Unparsable(reason) => {
-            Job::Reject { id: Id::null(), error: RpcError::new(codes::PARSE_ERROR, reason) }
-        }
+        Message::Unparsable(reason) => Job::Reject {
+            id: Id::null(),
+            error: RpcError::new(codes::PARSE_ERROR, reason),
+        },
         // A broken answer to one of our calls fails that call (answering an answer would
         // only confuse the host). With any other id it is a broken host request: -32600.
         Message::BadResponse { id, reason } if rt.peer.pending.is_ours(id) => {
             if rt.peer.pending.is_waiting(id) {
-                let error = RpcError::new(codes::INVALID_REQUEST, format!("malformed response from the host: {reason}"));
+                let error = RpcError::new(
+                    codes::INVALID_REQUEST,
+                    format!("malformed response from the host: {reason}"),
+                );
                 rt.peer.pending.settle(id, Err(error));
             } else {
-                log::warn!("executa: dropped a malformed response with id {}: {reason}", id.get());
+                log::warn!(
+                    "executa: dropped a malformed response with id {}: {reason}",
+                    id.get()
+                );
             }
             return;
         }
-        Message::BadResponse { id, reason } => {
-            Job::Reject { id: Id::from_raw(id), error: RpcError::new(codes::INVALID_REQUEST, reason) }
-        }
+        Message::BadResponse { id, reason } => Job::Reject {
+            id: Id::from_raw(id),
+            error: RpcError::new(codes::INVALID_REQUEST, reason),
+        },
         Message::Ignored(reason) => {
             log::warn!("executa: dropped an invalid notification: {reason}");
             return;
@@ -102,7 +112,9 @@ fn on_oversized(rt: &Arc<Runtime>, jobs: &Sender<Job>, head: &[u8], tail: &[u8],
         && !head.has_method
         && rt.peer.pending.is_ours(id.as_raw())
     {
-        log::warn!("executa: dropped an oversized answer for id {id} (timed out or already settled)");
+        log::warn!(
+            "executa: dropped an oversized answer for id {id} (timed out or already settled)"
+        );
         return;
     }
     let id = head.id.unwrap_or_else(Id::null);
@@ -137,9 +149,14 @@ fn enqueue(rt: &Arc<Runtime>, jobs: &Sender<Job>, job: Job) {
 
 fn refuse_busy(rt: &Runtime, job: Job) {
     let (id, error) = match job {
-        Job::Request { id: Some(id), .. } => {
-            (id, RpcError::with_code(codes::SERVER_BUSY, "BUSY", "request queue full; retry later"))
-        }
+        Job::Request { id: Some(id), .. } => (
+            id,
+            RpcError::with_code(
+                codes::SERVER_BUSY,
+                "BUSY",
+                "request queue full; retry later",
+            ),
+        ),
         // A notification is never answered, busy or not.
         Job::Request { id: None, .. } => return,
         // A bad frame still gets its own error; answering it costs no handler.
@@ -148,6 +165,8 @@ fn refuse_busy(rt: &Runtime, job: Job) {
     let mut frame = Vec::with_capacity(128);
     wire::write_error(&mut frame, id.as_raw(), &error);
     if !rt.peer.out.try_send(frame) {
-        log::error!("executa: could not queue the error for request {id}: the output queue is full too");
+        log::error!(
+            "executa: could not queue the error for request {id}: the output queue is full too"
+        );
     }
 }

@@ -66,7 +66,11 @@ pub(crate) struct InvokeLink {
 }
 
 impl InvokeLink {
-    pub fn new(invoke_id: Option<String>, deadline: Option<SystemTime>, peer: Arc<Peer>) -> Arc<Self> {
+    pub fn new(
+        invoke_id: Option<String>,
+        deadline: Option<SystemTime>,
+        peer: Arc<Peer>,
+    ) -> Arc<Self> {
         Arc::new(InvokeLink {
             invoke_id,
             deadline,
@@ -89,7 +93,9 @@ pub struct InvokeHandle(Arc<InvokeLink>);
 
 impl std::fmt::Debug for InvokeHandle {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("InvokeHandle").field("invoke_id", &self.0.invoke_id).finish()
+        f.debug_struct("InvokeHandle")
+            .field("invoke_id", &self.0.invoke_id)
+            .finish()
     }
 }
 
@@ -115,7 +121,10 @@ impl InvokeHandle {
     /// Time left before the deadline (zero once passed); `None` without a deadline.
     pub fn remaining(&self) -> Option<Duration> {
         let d = self.0.deadline?;
-        Some(d.duration_since(SystemTime::now()).unwrap_or(Duration::ZERO))
+        Some(
+            d.duration_since(SystemTime::now())
+                .unwrap_or(Duration::ZERO),
+        )
     }
 
     /// Whether the invoke has ended.
@@ -125,7 +134,11 @@ impl InvokeHandle {
 
     /// Calls `method` on the host with the method's default timeout and returns the typed
     /// result. See [`InvokeHandle::call_raw`] for blocking and errors.
-    pub fn call<P: Serialize + ?Sized, R: DeserializeOwned>(&self, method: &str, params: &P) -> Result<R> {
+    pub fn call<P: Serialize + ?Sized, R: DeserializeOwned>(
+        &self,
+        method: &str,
+        params: &P,
+    ) -> Result<R> {
         let raw = self.call_raw(method, params, None)?;
         Ok(serde_json::from_str(raw.get())?)
     }
@@ -169,14 +182,25 @@ impl InvokeHandle {
         let mut params = match serde_json::to_value(params)? {
             Value::Object(map) => map,
             Value::Null => Map::new(),
-            _ => return Err(Error::Protocol(format!("params of `{method}` must be a JSON object"))),
+            _ => {
+                return Err(Error::Protocol(format!(
+                    "params of `{method}` must be a JSON object"
+                )));
+            }
         };
         let peer = &self.0.peer;
-        gate(method, &peer.capabilities, peer.session.reverse_rpc_allowed())
-            .map_err(Error::Refused)?;
+        gate(
+            method,
+            &peer.capabilities,
+            peer.session.reverse_rpc_allowed(),
+        )
+        .map_err(Error::Refused)?;
         let wait = self.wait_for(method, timeout);
         if wait.is_zero() {
-            return Err(Error::Timeout { method: method.to_owned(), after: Duration::ZERO });
+            return Err(Error::Timeout {
+                method: method.to_owned(),
+                after: Duration::ZERO,
+            });
         }
         self.charge(method, &params)?;
         if let Some(id) = &self.0.invoke_id {
@@ -248,7 +272,10 @@ impl InvokeHandle {
         let now = Instant::now();
         let mut usage = self.0.usage();
         let window = &mut usage.progress_sent;
-        while window.front().is_some_and(|t| now.duration_since(*t) >= Duration::from_secs(1)) {
+        while window
+            .front()
+            .is_some_and(|t| now.duration_since(*t) >= Duration::from_secs(1))
+        {
             window.pop_front();
         }
         if window.len() >= MAX_PROGRESS_PER_SECOND {
@@ -304,7 +331,9 @@ impl InvokeHandle {
                 return Err(refused(
                     codes::STORAGE_QUOTA_EXCEEDED,
                     "QUOTA_EXCEEDED",
-                    format!("storage budget spent: at most {MAX_STORAGE_CALLS_PER_INVOKE} calls per invoke"),
+                    format!(
+                        "storage budget spent: at most {MAX_STORAGE_CALLS_PER_INVOKE} calls per invoke"
+                    ),
                 ));
             }
             usage.storage_calls += 1;
@@ -337,7 +366,12 @@ fn refused(code: i64, symbol: &str, message: String) -> Error {
 }
 
 /// Registers, writes and waits: the one place a reverse call crosses the wire.
-fn send_and_wait(peer: &Peer, method: &str, params: &Map<String, Value>, wait: Duration) -> Result<Box<RawValue>> {
+fn send_and_wait(
+    peer: &Peer,
+    method: &str,
+    params: &Map<String, Value>,
+    wait: Duration,
+) -> Result<Box<RawValue>> {
     let started = Instant::now();
     let ticket = peer.pending.register().map_err(Error::Disconnected)?;
     let mut frame = Vec::with_capacity(256);
@@ -345,19 +379,30 @@ fn send_and_wait(peer: &Peer, method: &str, params: &Map<String, Value>, wait: D
     if let Err(sent) = peer.out.send_timeout(frame, wait) {
         peer.pending.forget(ticket.number);
         return Err(match sent {
-            SendFailure::Timeout => Error::Timeout { method: method.to_owned(), after: wait },
+            SendFailure::Timeout => Error::Timeout {
+                method: method.to_owned(),
+                after: wait,
+            },
             SendFailure::Closed => Error::Disconnected("the plugin's output is closed".into()),
         });
     }
-    match ticket.answer.recv_timeout(wait.saturating_sub(started.elapsed())) {
+    match ticket
+        .answer
+        .recv_timeout(wait.saturating_sub(started.elapsed()))
+    {
         Ok(Ok(result)) => Ok(result),
         Ok(Err(error)) => Err(Error::Remote(error)),
         Err(RecvTimeoutError::Timeout) => {
             peer.pending.forget(ticket.number);
-            Err(Error::Timeout { method: method.to_owned(), after: wait })
+            Err(Error::Timeout {
+                method: method.to_owned(),
+                after: wait,
+            })
         }
         Err(RecvTimeoutError::Disconnected) => Err(Error::Disconnected(
-            peer.pending.closed_reason().unwrap_or_else(|| "the host went away".into()),
+            peer.pending
+                .closed_reason()
+                .unwrap_or_else(|| "the host went away".into()),
         )),
     }
 }
@@ -384,21 +429,96 @@ struct Family {
 const APS: &[&str] = &["aps", "aps.scope.*"];
 
 const FAMILIES: &[Family] = &[
-    Family { prefix: "sampling/", needs: &["llm.sample"], code: -32008, symbol: "NOT_NEGOTIATED" },
-    Family { prefix: "agent/complete", needs: &["llm.sample"], code: -32041, symbol: "NOT_GRANTED" },
-    Family { prefix: "agent/", needs: &["llm.agent.auto", "llm.agent.fixed"], code: -32041, symbol: "NOT_GRANTED" },
-    Family { prefix: "storage/", needs: &["aps.kv"], code: -32021, symbol: "STORAGE_NOT_GRANTED" },
-    Family { prefix: "files/", needs: &["aps.files"], code: -32021, symbol: "STORAGE_NOT_GRANTED" },
-    Family { prefix: "host/uploadFile", needs: &["host.upload"], code: -32210, symbol: "UPLOAD_NOT_NEGOTIATED" },
-    Family { prefix: "image/edit", needs: &["llm.image.edit"], code: -32107, symbol: "IMAGE_NOT_NEGOTIATED" },
-    Family { prefix: "image/", needs: &["llm.image"], code: -32107, symbol: "IMAGE_NOT_NEGOTIATED" },
-    Family { prefix: "embeddings/", needs: &["llm.embed"], code: -32507, symbol: "EMBEDDINGS_NOT_NEGOTIATED" },
-    Family { prefix: "web/search", needs: &["web.search"], code: -32526, symbol: "WEB_NOT_NEGOTIATED" },
-    Family { prefix: "web/fetch", needs: &["web.fetch"], code: -32526, symbol: "WEB_NOT_NEGOTIATED" },
-    Family { prefix: "web/image_search", needs: &["web.image_search"], code: -32526, symbol: "WEB_NOT_NEGOTIATED" },
-    Family { prefix: "web/image_fetch", needs: &["web.image_fetch"], code: -32526, symbol: "WEB_NOT_NEGOTIATED" },
-    Family { prefix: "video/", needs: &["llm.video"], code: -32120, symbol: "VIDEO_NOT_NEGOTIATED" },
-    Family { prefix: "audio/speak", needs: &["llm.audio.speak"], code: -32140, symbol: "AUDIO_NOT_NEGOTIATED" },
+    Family {
+        prefix: "sampling/",
+        needs: &["llm.sample"],
+        code: -32008,
+        symbol: "NOT_NEGOTIATED",
+    },
+    Family {
+        prefix: "agent/complete",
+        needs: &["llm.sample"],
+        code: -32041,
+        symbol: "NOT_GRANTED",
+    },
+    Family {
+        prefix: "agent/",
+        needs: &["llm.agent.auto", "llm.agent.fixed"],
+        code: -32041,
+        symbol: "NOT_GRANTED",
+    },
+    Family {
+        prefix: "storage/",
+        needs: &["aps.kv"],
+        code: -32021,
+        symbol: "STORAGE_NOT_GRANTED",
+    },
+    Family {
+        prefix: "files/",
+        needs: &["aps.files"],
+        code: -32021,
+        symbol: "STORAGE_NOT_GRANTED",
+    },
+    Family {
+        prefix: "host/uploadFile",
+        needs: &["host.upload"],
+        code: -32210,
+        symbol: "UPLOAD_NOT_NEGOTIATED",
+    },
+    Family {
+        prefix: "image/edit",
+        needs: &["llm.image.edit"],
+        code: -32107,
+        symbol: "IMAGE_NOT_NEGOTIATED",
+    },
+    Family {
+        prefix: "image/",
+        needs: &["llm.image"],
+        code: -32107,
+        symbol: "IMAGE_NOT_NEGOTIATED",
+    },
+    Family {
+        prefix: "embeddings/",
+        needs: &["llm.embed"],
+        code: -32507,
+        symbol: "EMBEDDINGS_NOT_NEGOTIATED",
+    },
+    Family {
+        prefix: "web/search",
+        needs: &["web.search"],
+        code: -32526,
+        symbol: "WEB_NOT_NEGOTIATED",
+    },
+    Family {
+        prefix: "web/fetch",
+        needs: &["web.fetch"],
+        code: -32526,
+        symbol: "WEB_NOT_NEGOTIATED",
+    },
+    Family {
+        prefix: "web/image_search",
+        needs: &["web.image_search"],
+        code: -32526,
+        symbol: "WEB_NOT_NEGOTIATED",
+    },
+    Family {
+        prefix: "web/image_fetch",
+        needs: &["web.image_fetch"],
+        code: -32526,
+        symbol: "WEB_NOT_NEGOTIATED",
+    },
+    Family {
+        prefix: "video/",
+        needs: &["llm.video"],
+        code: -32120,
+        symbol: "VIDEO_NOT_NEGOTIATED",
+    },
+    Family {
+        prefix: "audio/speak",
+        needs: &["llm.audio.speak"],
+        code: -32140,
+        symbol: "AUDIO_NOT_NEGOTIATED",
+    },
 ];
 
 /// Refuses a reverse call the host would refuse for a missing declaration or a v1
@@ -407,7 +527,9 @@ const FAMILIES: &[Family] = &[
 pub(crate) fn gate(method: &str, declared: &[String], v2: bool) -> Result<(), RpcError> {
     let family = FAMILIES.iter().find(|f| method.starts_with(f.prefix));
     if !v2 {
-        let msg = format!("`{method}` is unavailable: the session is not protocol 2.0, which reverse RPC needs");
+        let msg = format!(
+            "`{method}` is unavailable: the session is not protocol 2.0, which reverse RPC needs"
+        );
         return Err(match family {
             Some(f) => RpcError::with_code(f.code, f.symbol, msg),
             None => RpcError::with_code(codes::METHOD_NOT_FOUND, "REVERSE_RPC_DISABLED", msg),
@@ -442,21 +564,42 @@ mod tests {
     #[test]
     fn gating_uses_the_hosts_codes() {
         let none = caps(&[]);
-        assert_eq!(gate("sampling/createMessage", &none, true).unwrap_err().code, -32008);
+        assert_eq!(
+            gate("sampling/createMessage", &none, true)
+                .unwrap_err()
+                .code,
+            -32008
+        );
         assert_eq!(gate("storage/get", &none, true).unwrap_err().code, -32021);
-        assert!(gate("storage/get", &none, true).unwrap_err().message.contains("aps.kv"));
+        assert!(
+            gate("storage/get", &none, true)
+                .unwrap_err()
+                .message
+                .contains("aps.kv")
+        );
         assert!(gate("sampling/createMessage", &caps(&["llm.sample"]), true).is_ok());
-        assert_eq!(gate("sampling/createMessage", &caps(&["llm.sample"]), false).unwrap_err().code, -32008);
+        assert_eq!(
+            gate("sampling/createMessage", &caps(&["llm.sample"]), false)
+                .unwrap_err()
+                .code,
+            -32008
+        );
         assert!(gate("storage/set", &caps(&["aps.scope.user.write"]), true).is_ok());
         assert!(gate("files/list", &caps(&["aps.kv"]), true).is_err());
         assert!(gate("credentials/getToken", &none, true).is_ok());
-        assert_eq!(gate("credentials/getToken", &none, false).unwrap_err().code, -32601);
+        assert_eq!(
+            gate("credentials/getToken", &none, false).unwrap_err().code,
+            -32601
+        );
         assert!(gate("some/future", &none, true).is_ok());
     }
 
     #[test]
     fn default_timeouts_follow_the_sdks() {
-        assert_eq!(default_timeout("sampling/createMessage"), Duration::from_secs(90));
+        assert_eq!(
+            default_timeout("sampling/createMessage"),
+            Duration::from_secs(90)
+        );
         assert_eq!(default_timeout("storage/get"), Duration::from_secs(30));
         assert_eq!(default_timeout("files/list"), Duration::from_secs(60));
     }

@@ -97,18 +97,25 @@ where
     let mut signal_ids = Vec::new();
     if signals {
         for sig in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
-            signal_ids.push(signal_hook::low_level::pipe::register(sig, notifier.socket()?)?);
+            signal_ids.push(signal_hook::low_level::pipe::register(
+                sig,
+                notifier.socket()?,
+            )?);
         }
     }
     let (outbox, inbox) = writer::channel();
     let (jobs_tx, jobs_rx) = bounded(JOB_QUEUE);
     let writer_events = notifier.try_clone()?;
-    let writer = spawn("executa-writer", move || writer::run(output, inbox, writer_events))?;
+    let writer = spawn("executa-writer", move || {
+        writer::run(output, inbox, writer_events)
+    })?;
     let rt = Arc::new(Runtime::new(parts, outbox, notifier, jobs_rx));
     let dispatch_rt = rt.clone();
     spawn("executa-dispatch", move || dispatch_rt.work(true))?;
     let reader_rt = rt.clone();
-    spawn("executa-reader", move || crate::reader::run(input, reader_rt, jobs_tx))?;
+    spawn("executa-reader", move || {
+        crate::reader::run(input, reader_rt, jobs_tx)
+    })?;
 
     let mut watch = Watch { events, signals: 0 };
     let stopped = supervise(&rt, &mut watch).and_then(|stopped| flush(&rt, &mut watch, stopped));
@@ -172,21 +179,33 @@ fn supervise(rt: &Runtime, watch: &mut Watch) -> Result<Stopped> {
     // left to answer, new invokes are refused and calls waiting on the host fail at once,
     // so their invokes can answer within the grace period.
     if reason != StopReason::InputClosed {
-        rt.accepting.store(false, std::sync::atomic::Ordering::Release);
+        rt.accepting
+            .store(false, std::sync::atomic::Ordering::Release);
         rt.peer.pending.close("the plugin is shutting down");
     }
     if rt.pool.drain() {
-        return Ok(Stopped { reason, abandoned: 0 });
+        return Ok(Stopped {
+            reason,
+            abandoned: 0,
+        });
     }
     match watch.until(Event::Drained, Instant::now() + rt.opts.grace)? {
-        Wait::Got => Ok(Stopped { reason, abandoned: 0 }),
+        Wait::Got => Ok(Stopped {
+            reason,
+            abandoned: 0,
+        }),
         Wait::SecondSignal => {
             log::warn!("executa: second signal: exiting now, abandoning in-flight invokes");
-            Ok(Stopped { reason: StopReason::SecondSignal, abandoned: rt.pool.in_flight() })
+            Ok(Stopped {
+                reason: StopReason::SecondSignal,
+                abandoned: rt.pool.in_flight(),
+            })
         }
         Wait::TimedOut => {
             let abandoned = rt.pool.in_flight();
-            log::warn!("executa: {abandoned} invoke(s) still running after the grace period; exiting");
+            log::warn!(
+                "executa: {abandoned} invoke(s) still running after the grace period; exiting"
+            );
             Ok(Stopped { reason, abandoned })
         }
     }
@@ -197,7 +216,10 @@ fn flush(rt: &Runtime, watch: &mut Watch, stopped: Stopped) -> Result<Stopped> {
     if stopped.reason == StopReason::SecondSignal {
         // The operator wants out now: give the writer only a moment.
         if rt.peer.out.close(Duration::from_millis(100)) {
-            watch.until(Event::WriterDone, Instant::now() + Duration::from_millis(100))?;
+            watch.until(
+                Event::WriterDone,
+                Instant::now() + Duration::from_millis(100),
+            )?;
         }
         return Ok(stopped);
     }
@@ -209,20 +231,31 @@ fn flush(rt: &Runtime, watch: &mut Watch, stopped: Stopped) -> Result<Stopped> {
             return Ok(stopped);
         }
         match watch.until(Event::WriterDone, Instant::now() + Duration::from_millis(1))? {
-            Wait::SecondSignal => return Ok(Stopped { reason: StopReason::SecondSignal, ..stopped }),
+            Wait::SecondSignal => {
+                return Ok(Stopped {
+                    reason: StopReason::SecondSignal,
+                    ..stopped
+                });
+            }
             // The writer already stopped (its output broke): nothing left to flush.
             Wait::Got => return Ok(stopped),
             Wait::TimedOut => {}
         }
     }
     match watch.until(Event::WriterDone, deadline)? {
-        Wait::SecondSignal => Ok(Stopped { reason: StopReason::SecondSignal, ..stopped }),
+        Wait::SecondSignal => Ok(Stopped {
+            reason: StopReason::SecondSignal,
+            ..stopped
+        }),
         Wait::Got | Wait::TimedOut => Ok(stopped),
     }
 }
 
 fn spawn<F: FnOnce() + Send + 'static>(name: &str, f: F) -> Result<thread::JoinHandle<()>> {
-    thread::Builder::new().name(name.to_owned()).spawn(f).map_err(Error::Io)
+    thread::Builder::new()
+        .name(name.to_owned())
+        .spawn(f)
+        .map_err(Error::Io)
 }
 
 impl Runtime {
@@ -279,7 +312,9 @@ impl Runtime {
                     // Handlers are already isolated; this guards the runtime's own code so
                     // a bug there cannot leave a thread counted busy forever.
                     if catch_unwind(AssertUnwindSafe(|| self.handle(job))).is_err() {
-                        log::error!("executa: internal error while handling a request (see the panic above)");
+                        log::error!(
+                            "executa: internal error while handling a request (see the panic above)"
+                        );
                     }
                     if self.pool.done() {
                         self.events.notify(Event::Drained);

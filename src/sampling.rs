@@ -20,12 +20,18 @@ pub struct SamplingMessage {
 impl SamplingMessage {
     /// A user message.
     pub fn user(text: impl Into<String>) -> Self {
-        SamplingMessage { role: "user".into(), content: Content::text(text) }
+        SamplingMessage {
+            role: "user".into(),
+            content: Content::text(text),
+        }
     }
 
     /// An assistant message (for few-shot turns).
     pub fn assistant(text: impl Into<String>) -> Self {
-        SamplingMessage { role: "assistant".into(), content: Content::text(text) }
+        SamplingMessage {
+            role: "assistant".into(),
+            content: Content::text(text),
+        }
     }
 }
 
@@ -43,7 +49,10 @@ pub struct Content {
 impl Content {
     /// `{type:"text", text}`.
     pub fn text(text: impl Into<String>) -> Self {
-        Content { kind: "text".into(), text: text.into() }
+        Content {
+            kind: "text".into(),
+            text: text.into(),
+        }
     }
 }
 
@@ -92,7 +101,11 @@ impl Serialize for ResponseFormat {
     fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
         match self {
             ResponseFormat::JsonObject => json!({ "type": "json_object" }),
-            ResponseFormat::JsonSchema { name, schema, strict } => json!({
+            ResponseFormat::JsonSchema {
+                name,
+                schema,
+                strict,
+            } => json!({
                 "type": "json_schema",
                 "json_schema": { "name": name, "strict": strict, "schema": schema },
             }),
@@ -137,7 +150,11 @@ pub struct CreateMessage {
 impl CreateMessage {
     /// A request with one user message.
     pub fn new(prompt: impl Into<String>, max_tokens: u64) -> Self {
-        CreateMessage { messages: vec![SamplingMessage::user(prompt)], max_tokens, ..Default::default() }
+        CreateMessage {
+            messages: vec![SamplingMessage::user(prompt)],
+            max_tokens,
+            ..Default::default()
+        }
     }
 
     /// Sets the system prompt.
@@ -216,13 +233,22 @@ impl Sampling<'_> {
     }
 
     /// As [`Sampling::create_message`], with an explicit timeout.
-    pub fn create_message_with_timeout(&self, request: &CreateMessage, timeout: Duration) -> Result<SamplingResult> {
-        let raw = self.0.call_raw("sampling/createMessage", request, Some(timeout))?;
+    pub fn create_message_with_timeout(
+        &self,
+        request: &CreateMessage,
+        timeout: Duration,
+    ) -> Result<SamplingResult> {
+        let raw = self
+            .0
+            .call_raw("sampling/createMessage", request, Some(timeout))?;
         Ok(serde_json::from_str(raw.get())?)
     }
 
     /// One prompt in, the completion text out.
     pub fn complete(&self, prompt: &str, max_tokens: u64) -> Result<String> {
-        Ok(self.create_message(&CreateMessage::new(prompt, max_tokens))?.content.text)
+        Ok(self
+            .create_message(&CreateMessage::new(prompt, max_tokens))?
+            .content
+            .text)
     }
 }

@@ -86,13 +86,23 @@ impl Session {
         let sampling = req.capabilities.get("sampling");
         let n = Negotiated {
             version: Some(agreed),
-            client_name: req.client_info.and_then(|c| c.get("name")?.as_str().map(str::to_owned)),
+            client_name: req
+                .client_info
+                .and_then(|c| c.get("name")?.as_str().map(str::to_owned)),
             max_sampling_calls: sampling.and_then(|s| s.get("maxCallsPerInvoke")?.as_u64()),
             max_tokens_per_call: sampling.and_then(|s| s.get("maxTokensPerCall")?.as_u64()),
-            file_transport: req.capabilities.get("fileTransport").and_then(Value::as_bool) == Some(true),
+            file_transport: req
+                .capabilities
+                .get("fileTransport")
+                .and_then(Value::as_bool)
+                == Some(true),
             host_capabilities: req.capabilities,
         };
-        log::debug!("executa: negotiated {:?} with {:?}", n.version, n.client_name);
+        log::debug!(
+            "executa: negotiated {:?} with {:?}",
+            n.version,
+            n.client_name
+        );
         *self.lock() = n;
         let info = ServerInfo { name, version };
         let caps = Value::Object(caps);
@@ -202,7 +212,10 @@ mod tests {
             "capabilities":{"sampling":{"maxTokensPerCall":8192,"maxCallsPerInvoke":8},"fileTransport":true}}"#;
         let reply = s.initialize(params, "demo", "0.1.0", &["sampling", "storage"]);
         assert_eq!(reply["protocolVersion"], "2.0");
-        assert_eq!(reply["server_info"], json!({"name":"demo","version":"0.1.0"}));
+        assert_eq!(
+            reply["server_info"],
+            json!({"name":"demo","version":"0.1.0"})
+        );
         assert_eq!(reply["serverInfo"], reply["server_info"]);
         assert_eq!(reply["capabilities"], json!({"sampling":{}}));
         assert_eq!(reply["client_capabilities"], reply["capabilities"]);
@@ -231,7 +244,10 @@ mod tests {
         assert!(!s.get().reverse_rpc_allowed());
         let reply = s.initialize(r#"{"protocolVersion":"3.0"}"#, "demo", "1.0.0", &[]);
         assert_eq!(reply["protocolVersion"], "2.0");
-        assert!(!s.get().reverse_rpc_allowed(), "only an offer of 2.0 unlocks reverse RPC");
+        assert!(
+            !s.get().reverse_rpc_allowed(),
+            "only an offer of 2.0 unlocks reverse RPC"
+        );
         let reply = s.initialize("null", "demo", "1.0.0", &[]);
         assert_eq!(reply["protocolVersion"], "2.0");
         assert!(s.get().reverse_rpc_allowed());

@@ -103,11 +103,17 @@ pub struct Storage<'a>(pub(crate) &'a InvokeHandle);
 impl Storage<'_> {
     /// Reads a key.
     pub fn get(&self, key: &str, scope: Scope) -> Result<Stored> {
-        self.0.call("storage/get", &json!({ "key": key, "scope": scope }))
+        self.0
+            .call("storage/get", &json!({ "key": key, "scope": scope }))
     }
 
     /// Writes a key.
-    pub fn set<V: Serialize + ?Sized>(&self, key: &str, value: &V, scope: Scope) -> Result<Written> {
+    pub fn set<V: Serialize + ?Sized>(
+        &self,
+        key: &str,
+        value: &V,
+        scope: Scope,
+    ) -> Result<Written> {
         self.set_with(key, value, scope, &SetOptions::default())
     }
 
@@ -142,7 +148,13 @@ impl Storage<'_> {
     }
 
     /// Lists one page of keys; pass the previous page's `next_cursor` to continue.
-    pub fn list(&self, scope: Scope, prefix: Option<&str>, cursor: Option<&str>, limit: Option<u32>) -> Result<ListPage> {
+    pub fn list(
+        &self,
+        scope: Scope,
+        prefix: Option<&str>,
+        cursor: Option<&str>,
+        limit: Option<u32>,
+    ) -> Result<ListPage> {
         self.list_kind(scope, prefix, cursor, limit, None)
     }
 

@@ -27,14 +27,21 @@ pub(crate) fn take(guard: bool) -> io::Result<ProtocolStdio> {
         let null = File::open("/dev/null")?;
         redirect(null.as_raw_fd(), 0)?;
     }
-    Ok(ProtocolStdio { input: File::from(input), output: File::from(output) })
+    Ok(ProtocolStdio {
+        input: File::from(input),
+        output: File::from(output),
+    })
 }
 
 fn redirect(from: i32, to: i32) -> io::Result<()> {
     // SAFETY: dup2 on two descriptors this process owns; fd `to` is atomically replaced
     // and std's handles for 0/1 keep working on the new target.
     let rc = unsafe { libc::dup2(from, to) };
-    if rc < 0 { Err(io::Error::last_os_error()) } else { Ok(()) }
+    if rc < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(())
+    }
 }
 
 /// Sends SIGTERM/SIGKILL-style signals to a child process (used by the host side).
@@ -42,5 +49,9 @@ pub(crate) fn send_signal(pid: u32, signal: i32) -> io::Result<()> {
     let pid = i32::try_from(pid).map_err(|_| io::Error::other("pid out of range"))?;
     // SAFETY: kill(2) has no memory-safety preconditions.
     let rc = unsafe { libc::kill(pid, signal) };
-    if rc < 0 { Err(io::Error::last_os_error()) } else { Ok(()) }
+    if rc < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(())
+    }
 }

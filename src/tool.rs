@@ -29,7 +29,11 @@ enum ToolErrorKind {
 impl ToolError {
     /// An expected, recoverable failure, sent as `{"success":false,"error":message}`.
     pub fn new(message: impl fmt::Display) -> Self {
-        ToolError { kind: ToolErrorKind::Failed, message: message.to_string(), details: None }
+        ToolError {
+            kind: ToolErrorKind::Failed,
+            message: message.to_string(),
+            details: None,
+        }
     }
 
     /// Bad arguments the handler detected itself, sent as JSON-RPC error -32602.
@@ -137,9 +141,8 @@ impl Tool {
         F: Fn(A, &Invocation) -> Result<R, ToolError> + Send + Sync + 'static,
     {
         let erased: Handler = Box::new(move |raw, params, ctx, out| {
-            let args: A = serde_json::from_str(raw.get()).map_err(|e| {
-                ToolError::invalid_arguments(describe_args_error(raw, params, &e))
-            })?;
+            let args: A = serde_json::from_str(raw.get())
+                .map_err(|e| ToolError::invalid_arguments(describe_args_error(raw, params, &e)))?;
             let data = handler(args, ctx)?;
             serde_json::to_writer(&mut *out, &data)
                 .map_err(|e| ToolError::new(format!("tool result failed to serialize: {e}")))

@@ -76,7 +76,11 @@ impl<R: Read> FrameReader<R> {
                 return Ok(None);
             };
             if size > self.max {
-                return Ok(Some(Frame::Oversized { head: &self.line, tail: &self.tail, size }));
+                return Ok(Some(Frame::Oversized {
+                    head: &self.line,
+                    tail: &self.tail,
+                    size,
+                }));
             }
             let (start, end) = trim_frame(&self.line);
             if start < end {
@@ -116,7 +120,8 @@ impl<R: Read> FrameReader<R> {
                     self.tail.extend_from_slice(&self.line[from..]);
                     self.line.truncate(HEAD_BYTES);
                 } else {
-                    self.tail.extend_from_slice(&chunk[take.saturating_sub(HEAD_BYTES)..take]);
+                    self.tail
+                        .extend_from_slice(&chunk[take.saturating_sub(HEAD_BYTES)..take]);
                 }
                 let excess = self.tail.len().saturating_sub(HEAD_BYTES);
                 self.tail.drain(..excess);
@@ -233,7 +238,10 @@ pub fn parse(line: &[u8]) -> Message<'_> {
                 .ok()
                 .and_then(|x| x.id)
                 .filter(|id| valid_id(id));
-            return Message::Invalid { id, reason: format!("invalid JSON-RPC envelope: {e}") };
+            return Message::Invalid {
+                id,
+                reason: format!("invalid JSON-RPC envelope: {e}"),
+            };
         }
         Err(e) => return Message::Unparsable(format!("parse error: {e}")),
     };
@@ -245,14 +253,23 @@ pub fn parse(line: &[u8]) -> Message<'_> {
         // JSON-RPC ids are strings, numbers or null; any other id is not echoed.
         Some("id must be a string, a number or null".to_owned())
     } else if let Some(v) = env.jsonrpc.as_deref().filter(|v| *v != "2.0") {
-        Some(format!("unsupported jsonrpc version {v:?}, expected \"2.0\""))
-    } else if env.params.is_some_and(|p| !matches!(first_byte(p), b'{' | b'[' | b'n')) {
+        Some(format!(
+            "unsupported jsonrpc version {v:?}, expected \"2.0\""
+        ))
+    } else if env
+        .params
+        .is_some_and(|p| !matches!(first_byte(p), b'{' | b'[' | b'n'))
+    {
         Some("params must be an object or an array".to_owned())
     } else {
         None
     };
     match (problem, env.id) {
-        (None, _) => Message::Request { id, method, params: env.params },
+        (None, _) => Message::Request {
+            id,
+            method,
+            params: env.params,
+        },
         // A frame without an id is never answered, even when it is wrong.
         (Some(reason), None) => Message::Ignored(reason),
         (Some(reason), Some(_)) => Message::Invalid { id, reason },
@@ -269,8 +286,14 @@ fn response<'a>(
     let error = error.filter(|e| e.get() != "null");
     let result = result.filter(|r| error.is_none() || r.get() != "null");
     match (id, result, error) {
-        (Some(id), Some(result), None) => Message::Response { id, outcome: Ok(result) },
-        (Some(id), None, Some(error)) => Message::Response { id, outcome: Err(error) },
+        (Some(id), Some(result), None) => Message::Response {
+            id,
+            outcome: Ok(result),
+        },
+        (Some(id), None, Some(error)) => Message::Response {
+            id,
+            outcome: Err(error),
+        },
         (Some(id), _, _) => Message::BadResponse {
             id,
             reason: "a response needs exactly one of result and error".to_owned(),
@@ -295,7 +318,10 @@ fn first_byte(raw: &RawValue) -> u8 {
 /// Parses an error object sent by a peer; a malformed one becomes a -32603 error that says so.
 pub fn parse_error_object(raw: &RawValue) -> RpcError {
     serde_json::from_str(raw.get()).unwrap_or_else(|e| {
-        RpcError::new(codes::INTERNAL_ERROR, format!("malformed error object from peer: {e}"))
+        RpcError::new(
+            codes::INTERNAL_ERROR,
+            format!("malformed error object from peer: {e}"),
+        )
     })
 }
 
@@ -361,7 +387,10 @@ pub fn scan_tail(tail: &[u8]) -> Option<Id> {
 }
 
 fn trim_end(b: &[u8]) -> &[u8] {
-    let n = b.iter().rposition(|c| !c.is_ascii_whitespace()).map_or(0, |i| i + 1);
+    let n = b
+        .iter()
+        .rposition(|c| !c.is_ascii_whitespace())
+        .map_or(0, |i| i + 1);
     &b[..n]
 }
 
@@ -380,7 +409,10 @@ fn scalar_start(t: &[u8]) -> Option<usize> {
         }
         return None;
     }
-    let start = t.iter().rposition(|c| matches!(c, b',' | b':' | b'{' | b'[') || c.is_ascii_whitespace())? + 1;
+    let start = t
+        .iter()
+        .rposition(|c| matches!(c, b',' | b':' | b'{' | b'[') || c.is_ascii_whitespace())?
+        + 1;
     (start < t.len()).then_some(start)
 }
 
@@ -453,7 +485,8 @@ impl<'a> Scanner<'a> {
             }
             Some(_) => {
                 let start = self.i;
-                while self.i < self.b.len() && !matches!(self.b[self.i], b',' | b'}' | b']')
+                while self.i < self.b.len()
+                    && !matches!(self.b[self.i], b',' | b'}' | b']')
                     && !self.b[self.i].is_ascii_whitespace()
                 {
                     self.i += 1;
@@ -547,7 +580,10 @@ mod tests {
     #[test]
     fn tolerates_crlf_bom_blank_lines_and_missing_final_lf() {
         let input = b"\xEF\xBB\xBF{\"a\":1}\r\n\r\n\n  \n{\"b\":2}\n{\"c\":3}";
-        assert_eq!(frames(input, 1024), vec!["{\"a\":1}", "{\"b\":2}", "{\"c\":3}"]);
+        assert_eq!(
+            frames(input, 1024),
+            vec!["{\"a\":1}", "{\"b\":2}", "{\"c\":3}"]
+        );
     }
 
     #[test]
@@ -557,7 +593,11 @@ mod tests {
         input.extend_from_slice(b"\"}\n{\"ok\":true}\n");
         let got = frames(&input, 100);
         assert_eq!(got.len(), 2);
-        assert!(got[0].starts_with("OVERSIZED 10033 {\"id\":7,"), "{}", &got[0][..40]);
+        assert!(
+            got[0].starts_with("OVERSIZED 10033 {\"id\":7,"),
+            "{}",
+            &got[0][..40]
+        );
         assert_eq!(got[1], "{\"ok\":true}");
     }
 
@@ -578,8 +618,14 @@ mod tests {
 
     #[test]
     fn tail_scan_only_trusts_a_last_top_level_id() {
-        assert_eq!(scan_tail(br#"aaa"}, "id" : 42 }  "#).unwrap().as_str(), "42");
-        assert_eq!(scan_tail(br#"aaa","id":"x\"}"}"#).unwrap().as_str(), r#""x\"}""#);
+        assert_eq!(
+            scan_tail(br#"aaa"}, "id" : 42 }  "#).unwrap().as_str(),
+            "42"
+        );
+        assert_eq!(
+            scan_tail(br#"aaa","id":"x\"}"}"#).unwrap().as_str(),
+            r#""x\"}""#
+        );
         assert!(scan_tail(br#"aaa","id":{"a":1}}"#).is_none());
         assert!(scan_tail(br#"aaa","xid":4}"#).is_none());
         assert!(scan_tail(br#"aaa"}}"#).is_none());
@@ -592,11 +638,22 @@ mod tests {
             Message::Response { outcome: Ok(_), .. }
         ));
         assert!(matches!(
-            parse(br#"{"jsonrpc":"1.0","id":"ex-1","result":null,"error":{"code":1,"message":"m"}}"#),
-            Message::Response { outcome: Err(_), .. }
+            parse(
+                br#"{"jsonrpc":"1.0","id":"ex-1","result":null,"error":{"code":1,"message":"m"}}"#
+            ),
+            Message::Response {
+                outcome: Err(_),
+                ..
+            }
         ));
-        assert!(matches!(parse(br#"{"id":"ex-1"}"#), Message::BadResponse { .. }));
-        assert!(matches!(parse(br#"{"method":"note","params":3}"#), Message::Ignored(_)));
+        assert!(matches!(
+            parse(br#"{"id":"ex-1"}"#),
+            Message::BadResponse { .. }
+        ));
+        assert!(matches!(
+            parse(br#"{"method":"note","params":3}"#),
+            Message::Ignored(_)
+        ));
     }
 
     #[test]
@@ -608,7 +665,15 @@ mod tests {
 
     #[test]
     fn ids_are_kept_verbatim() {
-        for id in ["0", "-5", "18446744073709551615", "1.5", "\"7\"", "null", "\"a\\\"b\""] {
+        for id in [
+            "0",
+            "-5",
+            "18446744073709551615",
+            "1.5",
+            "\"7\"",
+            "null",
+            "\"a\\\"b\"",
+        ] {
             let line = format!("{{\"jsonrpc\":\"2.0\",\"id\":{id},\"method\":\"m\"}}");
             match parse(line.as_bytes()) {
                 Message::Request { id: Some(got), .. } => assert_eq!(got.get(), id),
@@ -629,19 +694,34 @@ mod tests {
         ));
         assert!(matches!(
             parse(br#"{"id":3,"error":{"code":-1,"message":"m"}}"#),
-            Message::Response { outcome: Err(_), .. }
+            Message::Response {
+                outcome: Err(_),
+                ..
+            }
         ));
         assert!(matches!(parse(b"{not json"), Message::Unparsable(_)));
         assert!(matches!(parse(b"[1,2]"), Message::Invalid { id: None, .. }));
-        assert!(matches!(parse(br#"[7,"health"]"#), Message::Invalid { id: None, .. }));
-        assert!(matches!(parse(br#"{"id":{"a":1},"method":"m"}"#), Message::Invalid { id: None, .. }));
+        assert!(matches!(
+            parse(br#"[7,"health"]"#),
+            Message::Invalid { id: None, .. }
+        ));
+        assert!(matches!(
+            parse(br#"{"id":{"a":1},"method":"m"}"#),
+            Message::Invalid { id: None, .. }
+        ));
         assert!(matches!(
             parse(br#"{"id":4,"method":5}"#),
             Message::Invalid { id: Some(id), .. } if id.get() == "4"
         ));
-        assert!(matches!(parse(br#"{"id":4,"method":"m","params":3}"#), Message::Invalid { .. }));
+        assert!(matches!(
+            parse(br#"{"id":4,"method":"m","params":3}"#),
+            Message::Invalid { .. }
+        ));
         assert!(matches!(parse(br#"{"id":4}"#), Message::BadResponse { .. }));
-        assert!(matches!(parse(br#"{"jsonrpc":"1.0","id":1,"method":"m"}"#), Message::Invalid { .. }));
+        assert!(matches!(
+            parse(br#"{"jsonrpc":"1.0","id":1,"method":"m"}"#),
+            Message::Invalid { .. }
+        ));
     }
 
     #[test]
@@ -654,14 +734,20 @@ mod tests {
 
     #[test]
     fn head_scan_finds_top_level_id_only() {
-        let h = scan_head(br#"{"jsonrpc":"2.0","params":{"id":99,"x":[1,{"id":5}]},"id":"abc","method":"inv"#);
+        let h = scan_head(
+            br#"{"jsonrpc":"2.0","params":{"id":99,"x":[1,{"id":5}]},"id":"abc","method":"inv"#,
+        );
         assert_eq!(h.id.unwrap().as_str(), "\"abc\"");
         assert!(!h.has_method, "a truncated method value is not trusted");
         let h = scan_head(br#"{"method":"invoke","id":12,"params":{"text":"aaaa"#);
         assert_eq!(h.id.unwrap().as_str(), "12");
         assert!(h.has_method);
         assert_eq!(scan_head(br#"{"params":"aaaa"#), Head::default());
-        assert_eq!(scan_head(br#"{"id":12"#).id, None, "a truncated number is not trusted");
+        assert_eq!(
+            scan_head(br#"{"id":12"#).id,
+            None,
+            "a truncated number is not trusted"
+        );
     }
 
     #[test]
@@ -670,12 +756,23 @@ mod tests {
         let id = RawValue::from_string("0".into()).unwrap();
         let res = RawValue::from_string("{\n\"a\" :\r\n1}".into()).unwrap();
         write_response(&mut out, &id, &res);
-        assert_eq!(out, b"{\"jsonrpc\":\"2.0\",\"id\":0,\"result\":{ \"a\" :  1}}\n");
+        assert_eq!(
+            out,
+            b"{\"jsonrpc\":\"2.0\",\"id\":0,\"result\":{ \"a\" :  1}}\n"
+        );
         out.clear();
         write_error(&mut out, &id, &RpcError::new(-32601, "no\nway"));
         assert_eq!(out.iter().filter(|&&b| b == b'\n').count(), 1);
         out.clear();
-        write_request(&mut out, None, "executa/progress", &serde_json::json!({"k": 1}));
-        assert_eq!(out, b"{\"jsonrpc\":\"2.0\",\"method\":\"executa/progress\",\"params\":{\"k\":1}}\n");
+        write_request(
+            &mut out,
+            None,
+            "executa/progress",
+            &serde_json::json!({"k": 1}),
+        );
+        assert_eq!(
+            out,
+            b"{\"jsonrpc\":\"2.0\",\"method\":\"executa/progress\",\"params\":{\"k\":1}}\n"
+        );
     }
 }

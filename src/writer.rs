@@ -51,7 +51,13 @@ pub(crate) struct Inbox {
 pub(crate) fn channel() -> (Outbox, Inbox) {
     let (tx, rx) = bounded(OUT_QUEUE);
     let queued_bytes = Arc::new(AtomicUsize::new(0));
-    (Outbox { tx, queued_bytes: queued_bytes.clone() }, Inbox { rx, queued_bytes })
+    (
+        Outbox {
+            tx,
+            queued_bytes: queued_bytes.clone(),
+        },
+        Inbox { rx, queued_bytes },
+    )
 }
 
 impl Outbox {
@@ -98,13 +104,18 @@ impl Outbox {
             std::thread::sleep(Duration::from_millis(1));
         }
         let sent = match deadline {
-            None => self.tx.send(Out::Frame(frame)).map_err(|_| SendFailure::Closed),
+            None => self
+                .tx
+                .send(Out::Frame(frame))
+                .map_err(|_| SendFailure::Closed),
             Some(d) => {
                 let left = d.saturating_duration_since(Instant::now());
-                self.tx.send_timeout(Out::Frame(frame), left).map_err(|e| match e {
-                    SendTimeoutError::Timeout(_) => SendFailure::Timeout,
-                    SendTimeoutError::Disconnected(_) => SendFailure::Closed,
-                })
+                self.tx
+                    .send_timeout(Out::Frame(frame), left)
+                    .map_err(|e| match e {
+                        SendTimeoutError::Timeout(_) => SendFailure::Timeout,
+                        SendTimeoutError::Disconnected(_) => SendFailure::Closed,
+                    })
             }
         };
         if sent.is_err() {
@@ -121,7 +132,12 @@ impl Outbox {
             if queued > 0 && queued + len > OUT_BYTES {
                 return false;
             }
-            match self.queued_bytes.compare_exchange_weak(queued, queued + len, Ordering::AcqRel, Ordering::Acquire) {
+            match self.queued_bytes.compare_exchange_weak(
+                queued,
+                queued + len,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
                 Ok(_) => return true,
                 Err(now) => queued = now,
             }
@@ -173,7 +189,10 @@ mod tests {
     #[test]
     fn the_byte_budget_refuses_only_when_something_is_queued() {
         let (out, inbox) = channel();
-        assert!(out.try_send(vec![b'x'; OUT_BYTES + 10]), "an empty queue takes any frame");
+        assert!(
+            out.try_send(vec![b'x'; OUT_BYTES + 10]),
+            "an empty queue takes any frame"
+        );
         assert!(!out.try_send(vec![b'y'; 10]), "over budget");
         assert_eq!(
             out.send_timeout(vec![b'z'; 10], Duration::from_millis(5)),

@@ -401,7 +401,10 @@ fn an_oversized_failure_is_guarded_too() {
     let message = "m".repeat(5 * 1024 * 1024);
     p.invoke(1, "fail", json!({ "message": message }));
     let reply = p.recv_until_id("1").0;
-    assert!(reply.raw.len() < 4096, "the oversized failure must be replaced");
+    assert!(
+        reply.raw.len() < 4096,
+        "the oversized failure must be replaced"
+    );
     assert_eq!(reply.result()["success"], false);
     assert_eq!(reply.result()["data"]["errorCode"], "RESULT_TOO_LARGE");
     p.finish();

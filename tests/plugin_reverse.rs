@@ -707,15 +707,26 @@ fn sigterm_while_a_handler_waits_fails_the_call_at_once_and_exits_0() {
 #[test]
 fn a_malformed_answer_fails_only_its_call_and_is_never_answered() {
     let mut p = Conn::spawn();
-    p.invoke_ctx(1, "sample", json!({ "prompt": "q" }), json!({ "invoke_id": "inv-m" }));
+    p.invoke_ctx(
+        1,
+        "sample",
+        json!({ "prompt": "q" }),
+        json!({ "invoke_id": "inv-m" }),
+    );
     let req = p.recv_request("sampling/createMessage");
     let rid = reverse_id(&req);
     // Neither result nor error: not a valid response.
     p.send(&json!({ "jsonrpc": "2.0", "id": rid }));
     let (reply, before) = p.recv_until_id("1");
-    assert!(reply.failure().contains("malformed response"), "{}", reply.raw);
     assert!(
-        before.iter().all(|m| m.raw_id().as_deref() != Some(rid.to_string().as_str())),
+        reply.failure().contains("malformed response"),
+        "{}",
+        reply.raw
+    );
+    assert!(
+        before
+            .iter()
+            .all(|m| m.raw_id().as_deref() != Some(rid.to_string().as_str())),
         "the plugin must not answer an answer: {before:?}"
     );
     p.request(2, "health", None);
@@ -726,7 +737,12 @@ fn a_malformed_answer_fails_only_its_call_and_is_never_answered() {
 #[test]
 fn a_json_rpc_1_style_answer_with_error_null_is_accepted() {
     let mut p = Conn::spawn();
-    p.invoke_ctx(1, "sample", json!({ "prompt": "q" }), json!({ "invoke_id": "inv-1" }));
+    p.invoke_ctx(
+        1,
+        "sample",
+        json!({ "prompt": "q" }),
+        json!({ "invoke_id": "inv-1" }),
+    );
     let req = p.recv_request("sampling/createMessage");
     p.send(&json!({
         "jsonrpc": "2.0",
@@ -743,19 +759,37 @@ fn an_offer_other_than_2_0_keeps_reverse_rpc_off() {
     let mut p = Conn::spawn();
     let reply = p.initialize("3.0", json!({ "sampling": {} }));
     assert_eq!(reply["protocolVersion"], "2.0");
-    p.invoke_ctx(1, "sample", json!({ "prompt": "q" }), json!({ "invoke_id": "inv-v" }));
+    p.invoke_ctx(
+        1,
+        "sample",
+        json!({ "prompt": "q" }),
+        json!({ "invoke_id": "inv-v" }),
+    );
     let (reply, before) = p.recv_until_id("1");
     assert!(reply.failure().contains("-32008"), "{}", reply.raw);
-    assert!(before.iter().all(|m| m.method().is_none()), "no reverse frame: {before:?}");
+    assert!(
+        before.iter().all(|m| m.method().is_none()),
+        "no reverse frame: {before:?}"
+    );
     p.finish();
 }
 
 #[test]
 fn an_absurd_deadline_is_ignored_not_fatal() {
     let mut p = Conn::spawn();
-    p.invoke_ctx(1, "echo", json!({ "a": 1 }), json!({ "invoke_id": "i", "deadline_ms": 1e300 }));
+    p.invoke_ctx(
+        1,
+        "echo",
+        json!({ "a": 1 }),
+        json!({ "invoke_id": "i", "deadline_ms": 1e300 }),
+    );
     assert_eq!(p.recv_until_id("1").0.data(), &json!({ "a": 1 }));
-    p.invoke_ctx(2, "echo", json!({ "b": 2 }), json!({ "invoke_id": "j", "deadline_ms": -5 }));
+    p.invoke_ctx(
+        2,
+        "echo",
+        json!({ "b": 2 }),
+        json!({ "invoke_id": "j", "deadline_ms": -5 }),
+    );
     assert_eq!(p.recv_until_id("2").0.data(), &json!({ "b": 2 }));
     p.finish();
 }

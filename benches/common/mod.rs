@@ -8,12 +8,22 @@ use std::time::Duration;
 pub fn print_machine(command: &str) {
     let cpu = std::fs::read_to_string("/proc/cpuinfo")
         .ok()
-        .and_then(|s| s.lines().find(|l| l.starts_with("model name")).map(|l| l.split(':').nth(1).unwrap_or("").trim().to_owned()))
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("model name"))
+                .map(|l| l.split(':').nth(1).unwrap_or("").trim().to_owned())
+        })
         .unwrap_or_else(|| "unknown cpu".into());
-    let cpus = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0);
+    let cpus = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(0);
     let affinity = std::fs::read_to_string("/proc/self/status")
         .ok()
-        .and_then(|s| s.lines().find(|l| l.starts_with("Cpus_allowed_list")).map(|l| l.split(':').nth(1).unwrap_or("").trim().to_owned()))
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("Cpus_allowed_list"))
+                .map(|l| l.split(':').nth(1).unwrap_or("").trim().to_owned())
+        })
         .unwrap_or_default();
     println!("machine: {cpu}, {cpus} usable cpus (allowed: {affinity})");
     println!("command: {command}");
@@ -30,7 +40,11 @@ pub struct Summary {
 pub fn summarize(samples: &mut [Duration]) -> Summary {
     samples.sort_unstable();
     let at = |q: f64| samples[((samples.len() as f64 - 1.0) * q).round() as usize];
-    Summary { p50: at(0.50), p90: at(0.90), p99: at(0.99) }
+    Summary {
+        p50: at(0.50),
+        p90: at(0.90),
+        p99: at(0.99),
+    }
 }
 
 pub fn micros(d: Duration) -> f64 {
