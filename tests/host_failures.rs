@@ -10,7 +10,7 @@ use executa::Error;
 use executa::host::{
     ExitStage, Handlers, Host, HostOptions, HostState, InvokeOptions, PluginProcess, RestartPolicy,
 };
-use host_common::{opts, py, wait_until};
+use host_common::{opts, py, short_shutdown, wait_until};
 use serde_json::json;
 
 #[test]
@@ -123,7 +123,11 @@ fn restart_delays_grow_exponentially() {
 
 #[test]
 fn plugin_ignoring_stdin_eof_gets_sigterm() {
-    let p = PluginProcess::spawn(&py("ignores_eof.py", &[]), opts(), Handlers::new()).unwrap();
+    let o = HostOptions {
+        shutdown: short_shutdown(),
+        ..opts()
+    };
+    let p = PluginProcess::spawn(&py("ignores_eof.py", &[]), o, Handlers::new()).unwrap();
     p.initialize().unwrap();
     p.describe().unwrap();
     let report = p.shutdown();
@@ -144,7 +148,11 @@ fn plugin_ignoring_stdin_eof_gets_sigterm() {
 
 #[test]
 fn plugin_ignoring_sigterm_gets_sigkill() {
-    let p = PluginProcess::spawn(&py("ignores_sigterm.py", &[]), opts(), Handlers::new()).unwrap();
+    let o = HostOptions {
+        shutdown: short_shutdown(),
+        ..opts()
+    };
+    let p = PluginProcess::spawn(&py("ignores_sigterm.py", &[]), o, Handlers::new()).unwrap();
     p.initialize().unwrap();
     let report = p.shutdown();
     assert_eq!(report.stage, ExitStage::Killed, "{report}");
@@ -169,6 +177,11 @@ fn oversized_reply_fails_only_its_call() {
         }
         other => panic!("expected FrameTooLarge, got {other:?}"),
     }
+    // The id is found at the end of the frame too.
+    match host.invoke("big_id_last", &json!({"bytes": 200_000})) {
+        Err(Error::FrameTooLarge { size, .. }) => assert!(size > 200_000, "{size}"),
+        other => panic!("expected FrameTooLarge, got {other:?}"),
+    }
     assert_eq!(
         host.invoke("echo", &json!({"text": "still here"}))
             .unwrap()
@@ -176,6 +189,25 @@ fn oversized_reply_fails_only_its_call() {
         "still here"
     );
     assert!(host.invoke("big", &json!({"bytes": 1000})).unwrap().success);
+}
+
+#[test]
+fn file_transport_reply_is_read_and_deleted_and_foreign_paths_are_refused() {
+    let host = Host::start(py("tools_plugin.py", &[]), opts(), Handlers::new()).expect("start");
+    let r = host.invoke("file_reply", &json!({})).unwrap();
+    assert_eq!(r.data["via"], "file");
+    let path = std::path::PathBuf::from(r.data["path"].as_str().unwrap());
+    assert!(!path.exists(), "the host deletes the transport file");
+
+    // A pointer outside the temp directory is refused, and the file is left alone.
+    let foreign = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("not-yours.json");
+    std::fs::write(&foreign, r#"{"jsonrpc":"2.0","id":1,"result":{}}"#).unwrap();
+    match host.invoke("file_reply", &json!({"path": foreign})) {
+        Err(Error::Protocol(why)) => assert!(why.contains("refused"), "{why}"),
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+    assert!(foreign.exists(), "a foreign file must never be deleted");
+    assert!(host.invoke("echo", &json!({"text": "ok"})).unwrap().success);
 }
 
 #[test]
