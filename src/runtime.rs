@@ -28,6 +28,7 @@ use crate::pending::Pending;
 use crate::pool::Pool;
 use crate::reverse::Peer;
 use crate::session::Session;
+use crate::spin;
 use crate::tool::Tool;
 use crate::writer::{self, Outbox};
 
@@ -72,6 +73,8 @@ pub(crate) struct Runtime {
     pub pool: Pool<InvokeJob>,
     pub events: Notifier,
     jobs: Receiver<Job>,
+    /// How long idle threads poll their queue before sleeping (see `spin`).
+    spin: Duration,
 }
 
 /// The parts of a plugin the runtime needs.
@@ -106,8 +109,9 @@ where
     let (outbox, inbox) = writer::channel();
     let (jobs_tx, jobs_rx) = bounded(JOB_QUEUE);
     let writer_events = notifier.try_clone()?;
+    let writer_spin = spin::effective(parts.opts.spin);
     let writer = spawn("executa-writer", move || {
-        writer::run(output, inbox, writer_events)
+        writer::run(output, inbox, writer_events, writer_spin)
     })?;
     let rt = Arc::new(Runtime::new(parts, outbox, notifier, jobs_rx));
     let dispatch_rt = rt.clone();
@@ -260,6 +264,7 @@ fn spawn<F: FnOnce() + Send + 'static>(name: &str, f: F) -> Result<thread::JoinH
 
 impl Runtime {
     fn new(parts: Parts, out: Outbox, events: Notifier, jobs: Receiver<Job>) -> Runtime {
+        let spin = spin::effective(parts.opts.spin);
         let peer = Arc::new(Peer {
             out,
             pending: Pending::new("ex-"),
@@ -279,6 +284,7 @@ impl Runtime {
             accepting: AtomicBool::new(true),
             events,
             jobs,
+            spin,
         }
     }
 
@@ -302,9 +308,9 @@ impl Runtime {
     fn work(&self, permanent: bool) {
         loop {
             let job = if permanent {
-                self.jobs.recv().map_err(|_| RecvTimeoutError::Disconnected)
+                spin::recv(&self.jobs, self.spin).map_err(|_| RecvTimeoutError::Disconnected)
             } else {
-                self.jobs.recv_timeout(self.opts.worker_linger)
+                spin::recv_timeout(&self.jobs, self.spin, self.opts.worker_linger)
             };
             match job {
                 Ok(job) => {

@@ -147,9 +147,9 @@ impl Outbox {
 
 /// Runs the writer loop until `Close`, until every sender is gone, or until a write fails.
 /// Flushes whenever the queue is empty, so a burst of frames costs one write.
-pub(crate) fn run<W: Write>(output: W, inbox: Inbox, events: Notifier) {
+pub(crate) fn run<W: Write>(output: W, inbox: Inbox, events: Notifier, spin: Duration) {
     let mut out = BufWriter::with_capacity(64 * 1024, output);
-    match pump(&mut out, &inbox) {
+    match pump(&mut out, &inbox, spin) {
         Ok(()) => {}
         Err(e) if e.kind() == io::ErrorKind::BrokenPipe => {
             log::info!("executa: host closed our stdout; stopping");
@@ -163,8 +163,8 @@ pub(crate) fn run<W: Write>(output: W, inbox: Inbox, events: Notifier) {
     events.notify(Event::WriterDone);
 }
 
-fn pump<W: Write>(out: &mut BufWriter<W>, inbox: &Inbox) -> io::Result<()> {
-    while let Ok(first) = inbox.rx.recv() {
+fn pump<W: Write>(out: &mut BufWriter<W>, inbox: &Inbox, spin: Duration) -> io::Result<()> {
+    while let Ok(first) = crate::spin::recv(&inbox.rx, spin) {
         let mut next = Some(first);
         while let Some(msg) = next {
             match msg {
@@ -200,7 +200,7 @@ mod tests {
         );
         let mut sink = BufWriter::new(Vec::new());
         drop(out);
-        pump(&mut sink, &inbox).unwrap();
+        pump(&mut sink, &inbox, Duration::ZERO).unwrap();
         assert_eq!(inbox.queued_bytes.load(Ordering::Acquire), 0);
         assert_eq!(sink.get_ref().len(), OUT_BYTES + 10);
     }
