@@ -7,7 +7,7 @@ use serde_json::{Map, Value, json};
 
 use crate::error::Result;
 use crate::reverse::InvokeHandle;
-use crate::storage::Scope;
+use crate::storage::{Deleted, Scope};
 
 /// The answer to `files/upload_begin`. Sources disagree on the shape, so both are
 /// accepted: `{upload_id, put_url, headers}` (working examples, SDKs) and
@@ -81,12 +81,6 @@ pub struct FileList {
     /// Cursor of the next page.
     #[serde(default)]
     pub next_cursor: Option<String>,
-}
-
-#[derive(Deserialize)]
-struct Deleted {
-    #[serde(default)]
-    deleted: bool,
 }
 
 /// The files client of one invoke; needs `aps.files` in `host_capabilities`. Each call

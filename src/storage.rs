@@ -89,10 +89,11 @@ pub struct ListPage {
     pub next_cursor: Option<String>,
 }
 
+/// The `{deleted: bool}` answer of `storage/delete` and `files/delete`.
 #[derive(Deserialize)]
-struct Deleted {
+pub(crate) struct Deleted {
     #[serde(default)]
-    deleted: bool,
+    pub deleted: bool,
 }
 
 /// The storage client of one invoke; needs `aps.kv` in `host_capabilities`. Each call

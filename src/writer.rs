@@ -49,7 +49,12 @@ pub(crate) struct Inbox {
 
 /// A bounded queue (by frames and by bytes) between producers and the writer.
 pub(crate) fn channel() -> (Outbox, Inbox) {
-    let (tx, rx) = bounded(OUT_QUEUE);
+    channel_with(OUT_QUEUE)
+}
+
+/// As [`channel`], holding at most `frames` frames.
+pub(crate) fn channel_with(frames: usize) -> (Outbox, Inbox) {
+    let (tx, rx) = bounded(frames.max(1));
     let queued_bytes = Arc::new(AtomicUsize::new(0));
     (
         Outbox {
@@ -163,7 +168,13 @@ pub(crate) fn run<W: Write>(output: W, inbox: Inbox, events: Notifier, spin: Dur
     events.notify(Event::WriterDone);
 }
 
-fn pump<W: Write>(out: &mut BufWriter<W>, inbox: &Inbox, spin: Duration) -> io::Result<()> {
+/// Writes frames until `Close` or until every sender is gone, flushing whenever the queue
+/// runs empty. Shared by the plugin's writer and the host's writer to a plugin's stdin.
+pub(crate) fn pump<W: Write>(
+    out: &mut BufWriter<W>,
+    inbox: &Inbox,
+    spin: Duration,
+) -> io::Result<()> {
     while let Ok(first) = crate::spin::recv(&inbox.rx, spin) {
         let mut next = Some(first);
         while let Some(msg) = next {

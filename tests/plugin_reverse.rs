@@ -39,6 +39,17 @@ fn client_timeout_of(req: &Msg) -> f64 {
 }
 
 /// Checks the shape every reverse request must have and returns its id.
+/// Invokes `sample` and returns the sampling request it makes to the host.
+fn start_sample(p: &mut Conn, id: i64, prompt: &str, invoke_id: &str) -> Msg {
+    p.invoke_ctx(
+        id,
+        "sample",
+        json!({ "prompt": prompt }),
+        json!({ "invoke_id": invoke_id }),
+    );
+    p.recv_request("sampling/createMessage")
+}
+
 fn reverse_id(req: &Msg) -> Value {
     let id = req.v["id"].clone();
     let text = id
@@ -289,13 +300,7 @@ fn a_late_answer_after_a_timeout_is_dropped() {
     let next = p.recv();
     assert_eq!(next.raw_id().as_deref(), Some("2"), "{}", next.raw);
     // A new sampling invoke still works, with a fresh id.
-    p.invoke_ctx(
-        3,
-        "sample",
-        json!({ "prompt": "again" }),
-        json!({ "invoke_id": "inv-again" }),
-    );
-    let req2 = p.recv_request("sampling/createMessage");
+    let req2 = start_sample(&mut p, 3, "again", "inv-again");
     assert_ne!(req2.v["id"], req.v["id"]);
     p.answer(&reverse_id(&req2), sampling_result("fresh", "m"));
     assert_eq!(p.recv_until_id("3").0.data()["text"], "fresh");
@@ -310,13 +315,7 @@ fn a_late_answer_after_a_timeout_is_dropped() {
 #[test]
 fn a_host_error_keeps_its_code_and_error_code() {
     let mut p = Conn::spawn();
-    p.invoke_ctx(
-        1,
-        "sample",
-        json!({ "prompt": "q" }),
-        json!({ "invoke_id": "inv-q" }),
-    );
-    let req = p.recv_request("sampling/createMessage");
+    let req = start_sample(&mut p, 1, "q", "inv-q");
     p.answer_error(
         &reverse_id(&req),
         json!({ "code": -32002, "message": "monthly quota exhausted", "data": { "errorCode": "QUOTA_EXCEEDED" } }),
@@ -347,13 +346,7 @@ fn replies_with_unknown_ids_are_dropped() {
     );
 
     // With a call pending: the strays do not settle it, the real answer does.
-    p.invoke_ctx(
-        2,
-        "sample",
-        json!({ "prompt": "real" }),
-        json!({ "invoke_id": "inv-r" }),
-    );
-    let req = p.recv_request("sampling/createMessage");
+    let req = start_sample(&mut p, 2, "real", "inv-r");
     let real = reverse_id(&req);
     let real_text = real.as_str().unwrap();
     p.send(
@@ -383,13 +376,7 @@ fn replies_with_unknown_ids_are_dropped() {
 #[test]
 fn stdin_closing_while_a_handler_waits_fails_the_call_fast_and_exits_0() {
     let mut p = Conn::spawn();
-    p.invoke_ctx(
-        1,
-        "sample",
-        json!({ "prompt": "bye" }),
-        json!({ "invoke_id": "inv-bye" }),
-    );
-    let req = p.recv_request("sampling/createMessage");
+    let req = start_sample(&mut p, 1, "bye", "inv-bye");
     assert!(
         client_timeout_of(&req) > 60.0,
         "the default sampling timeout is 90 s"
@@ -646,13 +633,7 @@ fn a_deadline_already_past_fails_the_call_without_a_frame() {
 #[test]
 fn an_oversized_answer_fails_only_its_call() {
     let mut p = Conn::spawn();
-    p.invoke_ctx(
-        1,
-        "sample",
-        json!({ "prompt": "huge" }),
-        json!({ "invoke_id": "inv-huge" }),
-    );
-    let req = p.recv_request("sampling/createMessage");
+    let req = start_sample(&mut p, 1, "huge", "inv-huge");
     // The id comes first, so the reader can tell which call the 17 MiB answer was for.
     let bulk = "h".repeat(17 * 1024 * 1024);
     let line = format!(
@@ -707,13 +688,7 @@ fn sigterm_while_a_handler_waits_fails_the_call_at_once_and_exits_0() {
 #[test]
 fn a_malformed_answer_fails_only_its_call_and_is_never_answered() {
     let mut p = Conn::spawn();
-    p.invoke_ctx(
-        1,
-        "sample",
-        json!({ "prompt": "q" }),
-        json!({ "invoke_id": "inv-m" }),
-    );
-    let req = p.recv_request("sampling/createMessage");
+    let req = start_sample(&mut p, 1, "q", "inv-m");
     let rid = reverse_id(&req);
     // Neither result nor error: not a valid response.
     p.send(&json!({ "jsonrpc": "2.0", "id": rid }));
@@ -737,13 +712,7 @@ fn a_malformed_answer_fails_only_its_call_and_is_never_answered() {
 #[test]
 fn a_json_rpc_1_style_answer_with_error_null_is_accepted() {
     let mut p = Conn::spawn();
-    p.invoke_ctx(
-        1,
-        "sample",
-        json!({ "prompt": "q" }),
-        json!({ "invoke_id": "inv-1" }),
-    );
-    let req = p.recv_request("sampling/createMessage");
+    let req = start_sample(&mut p, 1, "q", "inv-1");
     p.send(&json!({
         "jsonrpc": "2.0",
         "id": reverse_id(&req),

@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::{RecvTimeoutError, SendTimeoutError, Sender, TrySendError, bounded};
+use crossbeam_channel::{RecvTimeoutError, Sender};
 use serde::Serialize;
 use serde_json::json;
 use serde_json::value::RawValue;
@@ -26,7 +26,7 @@ use super::supervisor::Event;
 use super::types::{
     ExitStage, Handshake, HealthReport, InvokeResult, ShutdownReport, StdoutNoise, snippet,
 };
-use super::writer::{self, Outgoing};
+use super::writer;
 use super::{lock, reader, spawn_named};
 use crate::Secret;
 use crate::error::{Error, Result, RpcError, codes};
@@ -34,6 +34,7 @@ use crate::id::Id;
 use crate::manifest::Manifest;
 use crate::session::ProtocolVersion;
 use crate::wire;
+use crate::writer::{Outbox, SendFailure};
 
 /// How long the reader waits, after stdout closes, for the exit status and the last stderr
 /// lines, so that the error failing pending calls can name them. A process normally exits
@@ -66,7 +67,7 @@ pub(crate) struct Shared {
     pub(crate) opts: Arc<HostOptions>,
     next_id: AtomicU64,
     pub(crate) pending: Pending,
-    out: Sender<Outgoing>,
+    out: Outbox,
     child: Mutex<ChildSlot>,
     pub(crate) stderr: Arc<StderrTail>,
     noise: Mutex<StdoutNoise>,
@@ -148,25 +149,22 @@ impl Shared {
             });
         }
         let left = deadline.saturating_duration_since(Instant::now());
-        match self.out.send_timeout(Outgoing::Frame(frame), left) {
+        match self.out.send_timeout(frame, left) {
             Ok(()) => Ok(()),
-            Err(SendTimeoutError::Timeout(_)) => Err(Error::Timeout {
+            Err(SendFailure::Timeout) => Err(Error::Timeout {
                 method: method.to_owned(),
                 after: timeout,
             }),
-            Err(SendTimeoutError::Disconnected(_)) => Err(self.gone()),
+            Err(SendFailure::Closed) => Err(self.gone()),
         }
     }
 
     /// Queues an answer to a reverse call, from a worker thread.
     pub(crate) fn send_reply(&self, frame: Vec<u8>) {
-        if let Err(e) = self
-            .out
-            .send_timeout(Outgoing::Frame(frame), REPLY_SEND_WAIT)
-        {
+        if let Err(e) = self.out.send_timeout(frame, REPLY_SEND_WAIT) {
             let why = match e {
-                SendTimeoutError::Timeout(_) => "the plugin is not reading its stdin",
-                SendTimeoutError::Disconnected(_) => "its stdin is closed",
+                SendFailure::Timeout => "the plugin is not reading its stdin",
+                SendFailure::Closed => "its stdin is closed",
             };
             log::warn!("[plugin:{}] reverse-call answer dropped: {why}", self.label);
         }
@@ -174,9 +172,9 @@ impl Shared {
 
     /// Queues a frame from the reader thread, which must never block: dropped when full.
     pub(crate) fn try_send(&self, frame: Vec<u8>) {
-        if let Err(TrySendError::Full(_)) = self.out.try_send(Outgoing::Frame(frame)) {
+        if !self.out.try_send(frame) {
             log::warn!(
-                "[plugin:{}] write queue full: an error answer was dropped",
+                "[plugin:{}] write queue full or closed: an error answer was dropped",
                 self.label
             );
         }
@@ -375,7 +373,7 @@ impl PluginProcess {
             let _ = child.wait();
             return Err(Error::Io(io::Error::other("plugin stdio was not piped")));
         };
-        let (out_tx, out_rx) = bounded(opts.write_queue.max(1));
+        let (out_tx, out_rx) = crate::writer::channel_with(opts.write_queue);
         let tail = Arc::new(StderrTail::new(opts.stderr_tail_lines));
         let shared = Arc::new(Shared {
             label: label.clone(),
@@ -799,7 +797,7 @@ impl PluginProcess {
             return done(ExitStage::AlreadyExited, Some(status));
         }
         // A writer stuck on a full pipe takes `Close` only once the plugin reads again.
-        let _ = s.out.send_timeout(Outgoing::Close, policy.stdin_grace);
+        let _ = s.out.close(policy.stdin_grace);
         if let Some(status) = s.wait_status(policy.stdin_grace.saturating_sub(start.elapsed())) {
             return done(ExitStage::StdinClosed, Some(status));
         }
