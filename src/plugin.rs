@@ -198,7 +198,13 @@ impl Plugin {
     }
 
     fn into_parts(self) -> Result<Parts> {
-        let manifest = self.manifest();
+        let Plugin {
+            mut manifest,
+            tools: handlers,
+            health,
+            opts,
+        } = self;
+        manifest.tools = handlers.iter().map(Tool::spec).collect();
         let tools = &manifest.tools;
         if let Some(dup) = tools
             .iter()
@@ -222,11 +228,11 @@ impl Plugin {
             name: manifest.name,
             version: manifest.version,
             manifest_json,
-            tools: self.tools,
+            tools: handlers,
             capabilities: manifest.host_capabilities,
             uses,
-            health: self.health,
-            opts: self.opts,
+            health,
+            opts,
         })
     }
 }

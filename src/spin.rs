@@ -13,8 +13,11 @@ use crossbeam_channel::{Receiver, RecvError, RecvTimeoutError, TryRecvError};
 
 /// How long to poll, given the configured value and the CPUs this process may use.
 pub(crate) fn effective(spin: Duration) -> Duration {
-    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
-    if cpus > 1 { spin } else { Duration::ZERO }
+    if crate::sys::usable_cpus() > 1 {
+        spin
+    } else {
+        Duration::ZERO
+    }
 }
 
 /// Polls for up to `spin`, then blocks (no bound: the caller's queue closes at shutdown).

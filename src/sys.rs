@@ -1,4 +1,5 @@
-//! The only module that calls `libc`, because std has no safe `dup2` or `kill`.
+//! The only module that calls `libc`: std has no safe `dup2` or `kill`, and its CPU count
+//! (`available_parallelism`, which also parses cgroup files) costs 5 KB of binary.
 //!
 //! The stdout guard: while a plugin serves, nothing but protocol frames may reach the host.
 //! The runtime keeps private duplicates of the original stdin and stdout (close-on-exec, so
@@ -54,4 +55,26 @@ pub(crate) fn send_signal(pid: u32, signal: i32) -> io::Result<()> {
     } else {
         Ok(())
     }
+}
+
+/// How many CPUs this process may run on (its affinity mask), at least 1.
+#[cfg(target_os = "linux")]
+pub(crate) fn usable_cpus() -> usize {
+    // SAFETY: `cpu_set_t` is plain old data, so all-zero is a valid value, and
+    // sched_getaffinity writes at most `size_of::<cpu_set_t>()` bytes into it.
+    let count = unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) == 0 {
+            libc::CPU_COUNT(&set)
+        } else {
+            1
+        }
+    };
+    usize::try_from(count).unwrap_or(1).max(1)
+}
+
+/// How many CPUs this process may run on, at least 1.
+#[cfg(not(target_os = "linux"))]
+pub(crate) fn usable_cpus() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
 }

@@ -174,9 +174,13 @@ impl Tool {
 
     /// The manifest entry as it will be published.
     pub fn spec(&self) -> ToolSpec {
-        let mut spec = self.spec.clone();
-        spec.parameters = serde_json::to_value(&self.params).unwrap_or(Value::Array(Vec::new()));
-        spec
+        ToolSpec {
+            name: self.spec.name.clone(),
+            description: self.spec.description.clone(),
+            parameters: serde_json::to_value(&self.params).unwrap_or(Value::Array(Vec::new())),
+            timeout: self.spec.timeout,
+            extra: Map::new(),
+        }
     }
 }
 
