@@ -17,9 +17,12 @@ use crate::secret::Secret;
 /// One running `invoke`, as its handler sees it.
 ///
 /// Credentials and tokens live only here: `Debug` shows their names, never their values,
-/// and they are zeroed and dropped when the invoke ends. Reverse calls to the host
-/// ([`Invocation::call`], [`Invocation::sampling`], [`Invocation::storage`], ...) are stamped
-/// with this invoke's id automatically.
+/// and they are zeroed and dropped when the invoke ends (so is the request text they came
+/// in; the reader's line buffer is zeroed before the next frame, while the kernel's pipe
+/// buffer and the read buffer's stale bytes are only overwritten by later input).
+///
+/// Reverse calls to the host ([`Invocation::call`], [`Invocation::sampling`],
+/// [`Invocation::storage`], ...) are stamped with this invoke's id automatically.
 pub struct Invocation {
     tool: String,
     credentials: Vec<(String, Secret)>,

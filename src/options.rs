@@ -15,8 +15,9 @@ pub struct Options {
     /// Largest `invoke` response frame; a larger result becomes `success:false` with both
     /// sizes. Default 4 MiB, the platform's NATS payload cap.
     pub max_result_bytes: usize,
-    /// How long in-flight invokes may finish after stdin closes or SIGTERM. Default 4 s,
-    /// inside the Agent's 5 s window.
+    /// How long in-flight invokes may finish and replies may be flushed after stdin closes
+    /// or SIGTERM: the whole shutdown takes at most this plus 0.2 s. Default 4 s, inside
+    /// the Agent's 5 s window.
     pub grace: Duration,
     /// Redirect fd 1 to stderr (and fd 0 to `/dev/null`) while serving, so nothing but
     /// frames reaches the host. Default on; `EXECUTA_STDOUT_GUARD=0` also turns it off.

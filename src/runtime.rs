@@ -32,6 +32,9 @@ use crate::spin;
 use crate::tool::Tool;
 use crate::writer::{self, Outbox};
 
+/// The least time the final flush gets, even when draining used the whole grace period.
+const FLUSH_FLOOR: Duration = Duration::from_millis(200);
+
 /// Capacity of the request queue between the reader and the dispatch side.
 const JOB_QUEUE: usize = 256;
 
@@ -121,7 +124,11 @@ where
         crate::reader::run(input, reader_rt, jobs_tx)
     })?;
 
-    let mut watch = Watch { events, signals: 0 };
+    let mut watch = Watch {
+        events,
+        signals: 0,
+        deadline: None,
+    };
     let stopped = supervise(&rt, &mut watch).and_then(|stopped| flush(&rt, &mut watch, stopped));
     for id in signal_ids {
         signal_hook::low_level::unregister(id);
@@ -137,6 +144,8 @@ where
 struct Watch {
     events: Events,
     signals: u32,
+    /// When the whole shutdown (drain and flush) must be over; set at the first stop event.
+    deadline: Option<Instant>,
 }
 
 /// How a bounded wait ended.
@@ -179,6 +188,8 @@ fn supervise(rt: &Runtime, watch: &mut Watch) -> Result<Stopped> {
         }
     };
     log::info!("executa: stopping ({reason:?}); draining in-flight invokes");
+    let deadline = Instant::now() + rt.opts.grace;
+    watch.deadline = Some(deadline);
     // Requests read before end of input are still served. After a signal, or with no one
     // left to answer, new invokes are refused and calls waiting on the host fail at once,
     // so their invokes can answer within the grace period.
@@ -193,7 +204,7 @@ fn supervise(rt: &Runtime, watch: &mut Watch) -> Result<Stopped> {
             abandoned: 0,
         });
     }
-    match watch.until(Event::Drained, Instant::now() + rt.opts.grace)? {
+    match watch.until(Event::Drained, deadline)? {
         Wait::Got => Ok(Stopped {
             reason,
             abandoned: 0,
@@ -227,7 +238,10 @@ fn flush(rt: &Runtime, watch: &mut Watch, stopped: Stopped) -> Result<Stopped> {
         }
         return Ok(stopped);
     }
-    let deadline = Instant::now() + rt.opts.grace;
+    // Drain and flush share the grace period; the flush always gets a moment, since a
+    // writer with room flushes in microseconds.
+    let floor = Instant::now() + FLUSH_FLOOR;
+    let deadline = watch.deadline.map_or(floor, |d| d.max(floor));
     // Room for `Close` appears only as the host reads; keep watching for a second signal.
     while !rt.peer.out.close(Duration::from_millis(20)) {
         if Instant::now() >= deadline {
