@@ -77,7 +77,7 @@ impl Peer {
 
 fn invoke(n: u64) -> String {
     format!(
-        "{{\"jsonrpc\":\"2.0\",\"id\":{n},\"method\":\"invoke\",\"params\":{{\"tool\":\"noop\",\"arguments\":{{}},\"context\":{{\"invoke_id\":\"bench-{n}\"}}}}}}\n"
+        "{{\"jsonrpc\":\"2.0\",\"id\":{n},\"method\":\"invoke\",\"params\":{{\"tool\":\"echo\",\"arguments\":{{\"text\":\"hi\"}},\"context\":{{\"invoke_id\":\"bench-{n}\"}}}}}}\n"
     )
 }
 
@@ -176,7 +176,7 @@ fn main() {
     let pipelined = serial * 5;
     let dir = build(&["everything", "bench_baseline"]);
     let path = |name: &str| dir.join(name).to_string_lossy().into_owned();
-    let subjects = [
+    let mut subjects = vec![
         Subject {
             name: "baseline: 1-thread loop, no runtime",
             cmd: vec![path("bench_baseline")],
@@ -186,8 +186,20 @@ fn main() {
             cmd: vec![path("everything")],
         },
     ];
+    // The platform's Python quickstart style (`for line in sys.stdin`), when python3 exists.
+    let quickstart = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/quickstart.py");
+    if Command::new("python3")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success())
+    {
+        subjects.push(Subject {
+            name: "python quickstart-style plugin",
+            cmd: vec!["python3".into(), quickstart.to_string_lossy().into_owned()],
+        });
+    }
     println!(
-        "serial round trips: {serial} (after {} warm-up); pipelined: {pipelined} invokes of `noop`",
+        "serial round trips: {serial} (after {} warm-up); pipelined: {pipelined} invokes of `echo {{\"text\":\"hi\"}}`",
         serial / 10
     );
     println!();
