@@ -57,6 +57,22 @@ pub(crate) fn send_signal(pid: u32, signal: i32) -> io::Result<()> {
     }
 }
 
+/// Sends a signal to every process in the process group `pgid` (`kill(-pgid, signal)`).
+pub(crate) fn send_signal_group(pgid: u32, signal: i32) -> io::Result<()> {
+    let pgid = i32::try_from(pgid).map_err(|_| io::Error::other("pid out of range"))?;
+    if pgid <= 1 {
+        // kill(0) / kill(-1) would hit our own group or every process we may signal.
+        return Err(io::Error::other("not a plugin process group"));
+    }
+    // SAFETY: kill(2) has no memory-safety preconditions.
+    let rc = unsafe { libc::kill(-pgid, signal) };
+    if rc < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(())
+    }
+}
+
 /// How many CPUs this process may run on (its affinity mask), at least 1.
 #[cfg(target_os = "linux")]
 pub(crate) fn usable_cpus() -> usize {

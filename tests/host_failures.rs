@@ -10,7 +10,7 @@ use executa::Error;
 use executa::host::{
     ExitStage, Handlers, Host, HostOptions, HostState, InvokeOptions, PluginProcess, RestartPolicy,
 };
-use host_common::{opts, py, short_shutdown, wait_until};
+use host_common::{opts, processes_with, py, short_shutdown, unique, wait_until};
 use serde_json::json;
 
 #[test]
@@ -64,13 +64,17 @@ fn plugin_exiting_after_one_reply_fails_to_start_with_its_exit_status() {
 #[test]
 fn unexpected_exit_is_restarted_with_backoff_until_the_budget_is_spent() {
     // Serves initialize, describe and one invoke (3 replies), then exits with status 1.
+    // Each run reports its start count in its manifest version.
+    let runs = std::env::temp_dir().join(unique("runs"));
+    let runs_arg = runs.to_str().unwrap().to_owned();
     let host = Host::start(
-        py("exits_after_reply.py", &["3", "1"]),
+        py("exits_after_reply.py", &["3", "1", &runs_arg]),
         opts(),
         Handlers::new(),
     )
     .expect("start");
     let first_pid = host.status().pid.unwrap();
+    assert_eq!(host.manifest().unwrap().version, "0.1.1");
     for restart in 1..=3 {
         let r = host.invoke("echo", &json!({"text": "once"})).unwrap();
         assert_eq!(r.data["text"], "once");
@@ -89,8 +93,11 @@ fn unexpected_exit_is_restarted_with_backoff_until_the_budget_is_spent() {
         );
         assert_ne!(status.pid, Some(first_pid), "a new process serves");
         // The manifest is re-read from the new process.
-        assert_eq!(host.manifest().unwrap().name, "oneshot");
+        let manifest = host.manifest().unwrap();
+        assert_eq!(manifest.name, "oneshot");
+        assert_eq!(manifest.version, format!("0.1.{}", restart + 1));
     }
+    let _ = std::fs::remove_file(&runs);
     // The fourth exit exhausts the three attempts.
     host.invoke("echo", &json!({"text": "last"})).unwrap();
     wait_until("the host gives up", Duration::from_secs(10), || {
@@ -262,4 +269,151 @@ fn missing_program_is_an_io_error() {
         Err(Error::Io(e)) => assert!(e.to_string().contains("cannot start plugin"), "{e}"),
         other => panic!("expected an i/o error, got {other:?}"),
     }
+}
+
+#[test]
+fn crash_leaving_a_helper_on_stdout_fails_the_call_and_restarts() {
+    // The helper keeps the plugin's stdout open, so the exit is never an end of file:
+    // the host must see the process itself end.
+    let marker = unique("helper");
+    let host = Host::start(
+        py("crash_leaving_helper.py", &[&marker]),
+        opts(),
+        Handlers::new(),
+    )
+    .expect("start");
+    let first_pid = host.status().pid.unwrap();
+    // A long timeout: the call must fail because the process died, not because time ran out.
+    let call = InvokeOptions::new().timeout(Duration::from_secs(30));
+    match host.invoke_with("crash", &json!({}), &call) {
+        Err(Error::Disconnected(why)) => {
+            assert!(
+                why.contains("exited unexpectedly (exit status: 3)"),
+                "{why}"
+            );
+            assert!(why.contains("crashing, the helper lives on"), "{why}");
+        }
+        other => panic!("expected a disconnect, got {other:?}"),
+    }
+    wait_until("the plugin is restarted", Duration::from_secs(10), || {
+        host.status().restarts == 1
+    });
+    let status = host.status();
+    assert_eq!(status.state, HostState::Running, "{status:?}");
+    assert_ne!(status.pid, Some(first_pid), "{status:?}");
+    assert!(status.last_exit.unwrap().contains("exit status: 3"));
+    assert!(host.invoke("ok", &json!({})).unwrap().success);
+    // The crashed plugin's helper went with it: left are the new plugin and its helper.
+    wait_until(
+        "the orphaned helper is gone",
+        Duration::from_secs(5),
+        || processes_with(&marker).len() == 2,
+    );
+    host.shutdown();
+    wait_until("every helper is gone", Duration::from_secs(5), || {
+        processes_with(&marker).is_empty()
+    });
+}
+
+#[test]
+fn signals_reach_the_whole_process_group() {
+    // A wrapper shell as the plugin command: SIGTERM to the shell alone would leave the
+    // real plugin (which ignores stdin EOF and SIGTERM) running, orphaned.
+    let marker = unique("wrapped");
+    let o = HostOptions {
+        shutdown: short_shutdown(),
+        ..opts()
+    };
+    let script = host_common::fixture("ignores_sigterm.py");
+    let cmd = executa::host::PluginCommand::new("sh")
+        .arg("-c")
+        .arg(format!("python3 {} {marker}; true", script.display()));
+    let p = PluginProcess::spawn(&cmd, o, Handlers::new()).unwrap();
+    p.initialize().unwrap();
+    assert_eq!(processes_with(&marker).len(), 2, "sh and python");
+    let report = p.shutdown();
+    assert!(
+        matches!(report.stage, ExitStage::Terminated | ExitStage::Killed),
+        "{report}"
+    );
+    wait_until("the wrapped plugin is gone", Duration::from_secs(5), || {
+        processes_with(&marker).is_empty()
+    });
+}
+
+#[test]
+fn shutdown_during_a_restart_handshake_stops_the_starting_process() {
+    let marker_file = std::env::temp_dir().join(unique("wedged"));
+    let o = HostOptions {
+        shutdown: short_shutdown(),
+        initialize_timeout: Duration::from_secs(30),
+        ..opts()
+    };
+    let marker = marker_file.to_str().unwrap().to_owned();
+    let host = Host::start(py("wedged_restart.py", &[&marker]), o, Handlers::new()).unwrap();
+    let _ = host.invoke("crash", &json!({}));
+    // The restart's process answers nothing: wait until it is in its handshake.
+    wait_until("a restart is under way", Duration::from_secs(10), || {
+        processes_with(&marker).len() == 1
+            && matches!(host.status().state, HostState::Restarting { .. })
+    });
+    let report = host.shutdown().expect("the starting process is shut down");
+    assert_eq!(report.stage, ExitStage::Killed, "{report}");
+    assert_eq!(host.status().state, HostState::Stopped);
+    wait_until("the wedged process is gone", Duration::from_secs(5), || {
+        processes_with(&marker).is_empty()
+    });
+    let _ = std::fs::remove_file(&marker_file);
+}
+
+#[test]
+fn reply_with_a_bad_envelope_fails_only_its_call() {
+    let host = Host::start(py("bad_jsonrpc_reply.py", &[]), opts(), Handlers::new()).unwrap();
+    // A long timeout: the call must fail on the bad reply, not time out.
+    let call = InvokeOptions::new().timeout(Duration::from_secs(30));
+    match host.invoke_with("bad", &json!({}), &call) {
+        Err(Error::Protocol(why)) => assert!(why.contains("malformed reply"), "{why}"),
+        other => panic!("expected a protocol error, got {other:?}"),
+    }
+    assert!(host.invoke("ok", &json!({})).unwrap().success);
+    assert_eq!(host.status().restarts, 0);
+}
+
+#[test]
+fn restarts_wait_the_backoff_delay() {
+    // Each start records its time; every run exits after initialize, describe and one
+    // invoke. Backoff of 150 ms, 300 ms, 600 ms: each restart starts at least that long
+    // after the previous start (which also had to serve three requests).
+    let runs = std::env::temp_dir().join(unique("runs"));
+    let base = Duration::from_millis(150);
+    let o = HostOptions {
+        restart: RestartPolicy {
+            base_delay: base,
+            ..RestartPolicy::default()
+        },
+        ..opts()
+    };
+    let runs_arg = runs.to_str().unwrap().to_owned();
+    let host = Host::start(
+        py("exits_after_reply.py", &["3", "1", &runs_arg]),
+        o,
+        Handlers::new(),
+    )
+    .unwrap();
+    for restart in 1..=3 {
+        host.invoke("echo", &json!({"text": "x"})).unwrap();
+        wait_until("the plugin is restarted", Duration::from_secs(10), || {
+            host.status().restarts == restart
+        });
+        host.wait_ready(Duration::from_secs(10)).unwrap();
+    }
+    let text = std::fs::read_to_string(&runs).unwrap();
+    let starts: Vec<f64> = text.lines().map(|l| l.parse().unwrap()).collect();
+    assert_eq!(starts.len(), 4, "{text}");
+    for (n, pair) in starts.windows(2).enumerate() {
+        let gap = pair[1] - pair[0];
+        let delay = base.as_secs_f64() * f64::from(1u32 << n);
+        assert!(gap >= delay, "restart {}: {gap:.3}s < {delay:.3}s", n + 1);
+    }
+    let _ = std::fs::remove_file(&runs);
 }

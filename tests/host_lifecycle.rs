@@ -231,3 +231,26 @@ fn context_carries_invoke_id_deadline_credentials_and_tokens() {
     let again = host.invoke("credentials", &json!({})).unwrap();
     assert_ne!(again.invoke_id, r.invoke_id);
 }
+
+#[test]
+fn initialize_is_sent_with_id_0_as_the_agent_does() {
+    // This plugin drops every request whose id is falsy: only initialize (id 0) goes
+    // unanswered, so the session falls back to 1.1 on the timeout.
+    let o = HostOptions {
+        initialize_timeout: Duration::from_millis(500),
+        ..opts()
+    };
+    let p = PluginProcess::spawn(&py("flawed.py", &["falsy_id"]), o, Handlers::new()).unwrap();
+    let h = p.initialize().unwrap();
+    assert_eq!(h.protocol, Some(ProtocolVersion::V1), "{h:?}");
+    assert!(
+        h.fallback
+            .as_deref()
+            .unwrap_or_default()
+            .contains("no answer"),
+        "{h:?}"
+    );
+    // Later requests have non-zero ids and are answered.
+    assert_eq!(p.describe().unwrap().name, "flawed");
+    assert!(p.health().is_ok());
+}

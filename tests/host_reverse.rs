@@ -198,3 +198,21 @@ fn reverse_calls_are_gated_like_the_agent() {
         (json!(-32601), json!("REVERSE_RPC_DISABLED"))
     );
 }
+
+#[test]
+fn a_method_without_handler_is_32601_even_when_routing_would_fail() {
+    // Two invokes in flight and a reverse call without context.invoke_id: the routing
+    // error (-32602) applies only to a method the host could have served.
+    let host = tools(&[], opts(), Handlers::new());
+    std::thread::scope(|s| {
+        let slow = s.spawn(|| host.invoke("sleep", &json!({"ms": 1500})));
+        std::thread::sleep(Duration::from_millis(300));
+        let r = host
+            .invoke("unstamped", &json!({"method": "nobody/handles"}))
+            .unwrap();
+        assert!(!r.success);
+        let details = r.details.clone().unwrap_or_default();
+        assert_eq!(details["code"], -32601, "{details}");
+        assert!(slow.join().unwrap().unwrap().success);
+    });
+}

@@ -22,6 +22,9 @@ use super::{lock, spawn_named};
 use crate::error::{Error, Result};
 use crate::manifest::Manifest;
 
+/// Bound on queueing [`Event::Stop`] for a supervisor busy with a restart.
+const STOP_SEND_WAIT: Duration = Duration::from_secs(1);
+
 /// Where a [`Host`] stands.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum HostState {
@@ -55,7 +58,7 @@ pub struct HostStatus {
 
 /// One live process with its handshake results.
 pub(crate) struct Session {
-    pub(crate) process: PluginProcess,
+    pub(crate) process: Arc<PluginProcess>,
     pub(crate) handshake: Handshake,
     pub(crate) manifest: Arc<Manifest>,
     pub(crate) generation: u64,
@@ -69,6 +72,9 @@ pub(crate) struct Slot {
     /// Restart attempts spent since the last stable run.
     pub(crate) attempt: u32,
     pub(crate) last_exit: Option<String>,
+    /// A process still in its handshake (first start or restart), kept here so that
+    /// [`Host::shutdown`] can stop it instead of leaving it running untracked.
+    pub(crate) launching: Option<Arc<PluginProcess>>,
 }
 
 /// Everything the supervisor thread shares with the [`Host`] handle.
@@ -84,27 +90,47 @@ pub(crate) struct Core {
 }
 
 impl Core {
-    /// Spawns a process and runs `initialize` and `describe`. On failure the process is
-    /// shut down and the error says why (with its exit status when it died).
-    pub(crate) fn launch(&self) -> Result<Arc<Session>> {
+    /// Spawns a process and runs `initialize` and `describe` (with the first-launch
+    /// allowance only when `first` and [`HostOptions::first_launch`]). On failure the
+    /// process is shut down and the error says why (with its exit status when it died).
+    /// While the handshake runs the process sits in [`Slot::launching`], where
+    /// [`Host::shutdown`] finds it.
+    pub(crate) fn launch(&self, first: bool) -> Result<Arc<Session>> {
         let generation = self.next_generation.fetch_add(1, Ordering::Relaxed);
         let notify = ExitNotify {
             tx: self.events.clone(),
             generation,
         };
-        let process = PluginProcess::spawn_with(
+        let process = Arc::new(PluginProcess::spawn_with(
             &self.cmd,
             self.opts.clone(),
             self.dispatch.clone(),
             Some(notify),
-        )?;
+        )?);
+        {
+            let mut slot = lock(&self.slot);
+            if slot.state == HostState::Stopped {
+                drop(slot);
+                process.shutdown();
+                return Err(Error::Disconnected(format!(
+                    "plugin `{}` was shut down",
+                    self.label
+                )));
+            }
+            slot.launching = Some(process.clone());
+        }
+        let describe_timeout = if first {
+            self.opts.effective_describe_timeout()
+        } else {
+            self.opts.describe_timeout
+        };
         let handshake = (|| {
             let handshake = if self.opts.skip_initialize {
                 process.skip_initialize()
             } else {
                 process.initialize()?
             };
-            let manifest = process.describe()?;
+            let manifest = process.describe_within(describe_timeout)?;
             Ok::<_, Error>((handshake, manifest))
         })();
         match handshake {
@@ -116,6 +142,7 @@ impl Core {
                 started: Instant::now(),
             })),
             Err(e) => {
+                lock(&self.slot).launching = None;
                 let report = process.shutdown();
                 log::debug!("[plugin:{}] start failed ({e}); {report}", self.label);
                 Err(e)
@@ -131,6 +158,8 @@ impl Core {
         restarted: bool,
     ) -> Result<(), Arc<Session>> {
         let mut slot = lock(&self.slot);
+        // In the same step as the install, so that the process is always reachable.
+        slot.launching = None;
         if slot.state == HostState::Stopped {
             return Err(session);
         }
@@ -228,12 +257,13 @@ impl Host {
                 restarts: 0,
                 attempt: 0,
                 last_exit: None,
+                launching: None,
             }),
             changed: Condvar::new(),
             events,
             next_generation: AtomicU64::new(1),
         });
-        let session = core.launch()?;
+        let session = core.launch(true)?;
         // Nobody else can have stopped a host that does not exist yet.
         let _ = core.install(session, false);
         let sup_core = core.clone();
@@ -375,21 +405,26 @@ impl Host {
             .unwrap_or_default()
     }
 
-    /// Stops supervision and runs the Agent's shutdown sequence on the serving process
-    /// (close stdin, wait, `SIGTERM`, wait, `SIGKILL`, per [`HostOptions::shutdown`]).
-    /// Returns how it ended, or `None` when no process was up. Blocks for at most the
-    /// shutdown sequence. Idempotent.
+    /// Stops supervision and runs the Agent's shutdown sequence on the serving process,
+    /// or on the one being started by a restart (close stdin, wait, `SIGTERM`, wait,
+    /// `SIGKILL`, per [`HostOptions::shutdown`]). Returns how it ended, or `None` when no
+    /// process was up. Blocks for at most the shutdown sequence. Idempotent.
     pub fn shutdown(&self) -> Option<ShutdownReport> {
-        let session = {
+        let (session, launching) = {
             let mut slot = lock(&self.core.slot);
             slot.state = HostState::Stopped;
-            slot.session.take()
+            (slot.session.take(), slot.launching.take())
         };
         self.core.changed.notify_all();
-        let _ = self.core.events.try_send(Event::Stop);
-        let report = session.map(|s| s.process.shutdown());
+        // The supervisor also re-checks the state after every event and before every
+        // launch, so a full queue only delays its exit; the bound keeps this call bounded.
+        let _ = self.core.events.send_timeout(Event::Stop, STOP_SEND_WAIT);
+        let serving = session.map(|s| s.process.shutdown());
+        // Shutting the launching process down fails its handshake, so the supervisor
+        // returns from `launch` at once, sees `Stopped`, and exits.
+        let started = launching.map(|p| p.shutdown());
         self.reap_supervisor();
-        report
+        serving.or(started)
     }
 
     /// Joins the supervisor if it has stopped within a moment; one busy with a restart

@@ -126,13 +126,22 @@ impl Handlers {
         }
         match self.services.iter().find(|s| s.handles(&call.method)) {
             Some(s) => s.call(call),
-            None => Err(RpcError::with_code(
-                codes::METHOD_NOT_FOUND,
-                "METHOD_NOT_FOUND",
-                format!("the host has no handler for `{}`", call.method),
-            )),
+            None => Err(no_handler(&call.method)),
         }
     }
+
+    /// Whether a closure or a service answers `method`.
+    fn handles(&self, method: &str) -> bool {
+        self.methods.contains_key(method) || self.services.iter().any(|s| s.handles(method))
+    }
+}
+
+fn no_handler(method: &str) -> RpcError {
+    RpcError::with_code(
+        codes::METHOD_NOT_FOUND,
+        "METHOD_NOT_FOUND",
+        format!("the host has no handler for `{method}`"),
+    )
 }
 
 impl fmt::Debug for Handlers {
@@ -280,8 +289,11 @@ fn serve(handlers: &Handlers, job: Job) {
         .and_then(|p| serde_json::from_str(p.get()).ok())
         .unwrap_or(Value::Null);
     job.shared.count_reverse_call();
-    let prepared = prepare(&job.shared, &job.method, params, &job.id);
-    if let Err(refusal) = &prepared {
+    let prepared = prepare(&job.shared, handlers, &job.method, params, &job.id);
+    // A method with no handler is not a refusal by the Agent's gates or routing.
+    if let Err(refusal) = &prepared
+        && (refusal.code != codes::METHOD_NOT_FOUND || handlers.handles(&job.method))
+    {
         job.shared.record_refusal(&job.method, refusal);
     }
     let outcome = prepared.and_then(|call| {
@@ -319,9 +331,20 @@ fn panic_text(p: &(dyn std::any::Any + Send)) -> String {
 }
 
 /// Applies the Agent's gates and invoke routing, and strips the routing fields.
-fn prepare(shared: &Shared, method: &str, params: Value, id: &Id) -> Result<ReverseCall, RpcError> {
+fn prepare(
+    shared: &Shared,
+    handlers: &Handlers,
+    method: &str,
+    params: Value,
+    id: &Id,
+) -> Result<ReverseCall, RpcError> {
     if shared.opts.gate_reverse_calls {
         gate(shared, method)?;
+    }
+    // A method nobody answers is -32601 whatever its context: routing errors (-32602)
+    // are only for calls that could have been served.
+    if !handlers.handles(method) {
+        return Err(no_handler(method));
     }
     let (params, claimed, client_timeout) = match params {
         Value::Object(mut m) => {

@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::{RecvTimeoutError, Sender};
+use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, bounded};
 use serde::Serialize;
 use serde_json::json;
 use serde_json::value::RawValue;
@@ -47,6 +47,22 @@ const REPLY_SEND_WAIT: Duration = Duration::from_secs(5);
 const THREAD_JOIN_WAIT: Duration = Duration::from_millis(500);
 /// Most stdout noise samples kept.
 const NOISE_SAMPLES: usize = 8;
+/// How often the watcher thread polls for the child's exit. std has no timed or
+/// non-reaping wait, and the shutdown sequence must keep signalling and reaping the same
+/// `Child`, so the watcher polls `try_wait` under the child's lock instead of blocking in
+/// `wait()`. This bounds how late a crash is noticed when the plugin's stdout stays open.
+const WATCH_INTERVAL: Duration = Duration::from_millis(50);
+/// After the child exits, how long the watcher leaves the reader to reach stdout's end of
+/// file (and so settle replies still in the pipe) before concluding that another process
+/// (a helper the plugin started) holds stdout open, and reporting the exit itself.
+const STDOUT_EOF_WAIT: Duration = Duration::from_millis(300);
+/// Bound on handing `Close` to the writer when the process is already gone: the writer is
+/// then idle or about to fail on the broken pipe, so this only matters when some helper
+/// holds stdin open and stopped reading.
+const CLOSE_WAIT: Duration = Duration::from_millis(100);
+/// The id of `initialize`: the Agent sends it with id 0, so a plugin that mistakes a
+/// falsy id for a notification shows up here as it would in production.
+const INITIALIZE_ID: u64 = 0;
 
 /// The child and its exit status once reaped.
 struct ChildSlot {
@@ -82,6 +98,12 @@ pub(crate) struct Shared {
     pub(crate) invokes: Mutex<HashSet<String>>,
     exit_notify: Option<ExitNotify>,
     started: Instant,
+    /// Set once the end of the process has been reported (by the reader or the watcher).
+    ended: AtomicBool,
+    /// Set when the reader reaches the end of stdout.
+    stdout_closed: AtomicBool,
+    /// Set once `initialize` has used [`INITIALIZE_ID`].
+    initialize_sent: AtomicBool,
 }
 
 impl Shared {
@@ -92,16 +114,29 @@ impl Shared {
         params: Option<&P>,
         timeout: Duration,
     ) -> Result<Box<RawValue>> {
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        self.request_as(id, method, params, timeout)
+    }
+
+    /// [`Shared::request`] under a chosen id (the caller keeps ids unique).
+    fn request_as<P: Serialize + ?Sized>(
+        &self,
+        id: u64,
+        method: &str,
+        params: Option<&P>,
+        timeout: Duration,
+    ) -> Result<Box<RawValue>> {
         let deadline = Instant::now() + timeout;
         self.refuse_if_closing()?;
-        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-        let rx = self.pending.register(id)?;
-        let mut frame = Vec::with_capacity(128);
         let id_json = Id::number(id);
+        let mut frame = Vec::with_capacity(128);
         match params {
-            Some(p) => wire::write_request(&mut frame, Some(id_json.as_raw()), method, p),
+            // Serialized before registering: arguments that cannot be serialized are the
+            // caller's error, never a request sent with `params: null`.
+            Some(p) => write_request_checked(&mut frame, &id_json, method, p)?,
             None => write_bare_request(&mut frame, &id_json, method),
         }
+        let rx = self.pending.register(id)?;
         if let Err(e) = self.send_frame(frame, deadline, method, timeout) {
             self.pending.cancel(id);
             return Err(e);
@@ -217,7 +252,8 @@ impl Shared {
         }
     }
 
-    /// Signals the process unless it has been reaped (holding the lock keeps the pid ours).
+    /// Signals the process's group unless the leader has been reaped (holding the lock
+    /// keeps the pid, and so the group id, ours).
     fn signal(&self, sig: Signal) {
         let mut slot = lock(&self.child);
         if slot.status.is_some() {
@@ -279,28 +315,68 @@ impl Shared {
 
     /// Called by the reader when stdout reaches end of file or fails: fails every pending
     /// call at once with an error naming the exit status and the last stderr lines, then
-    /// tells the supervisor.
+    /// tells the supervisor (unless the watcher already did).
     pub(crate) fn on_stdout_closed(&self, cause: Option<io::Error>) {
+        self.stdout_closed.store(true, Ordering::Release);
+        if self.ended.load(Ordering::Acquire) {
+            return;
+        }
         let closing = self.closing.load(Ordering::Acquire);
         let status = if closing {
             self.try_status()
         } else {
             self.wait_status(EXIT_NOTICE_WAIT)
         };
+        let end = match status {
+            Some(status) => End::Exited(status),
+            None => End::StdoutClosed(cause),
+        };
+        self.report_end(closing, end);
+    }
+
+    /// Called by the watcher once the child has exited (and been reaped). The reader
+    /// normally reaches end of file at the same moment and reports the exit with every
+    /// reply still in the pipe settled; it is given [`STDOUT_EOF_WAIT`] to do so. When
+    /// stdout stays open, a process the plugin started holds it: the exit is reported
+    /// from here, so pending calls fail now instead of at their timeouts.
+    fn on_child_exited(&self, status: ExitStatus, stop: &Receiver<()>) {
+        let deadline = Instant::now() + STDOUT_EOF_WAIT;
+        while !self.stdout_closed.load(Ordering::Acquire) && Instant::now() < deadline {
+            if !matches!(
+                stop.recv_timeout(Duration::from_millis(5)),
+                Err(RecvTimeoutError::Timeout)
+            ) {
+                return; // shutdown took over
+            }
+        }
+        if self.stdout_closed.load(Ordering::Acquire) || self.closing.load(Ordering::Acquire) {
+            return;
+        }
+        self.report_end(false, End::ExitedStdoutHeld(status));
+    }
+
+    /// Fails every pending call with the reason the process ended and tells the
+    /// supervisor; only the first report counts.
+    fn report_end(&self, closing: bool, end: End) {
+        if self.ended.swap(true, Ordering::AcqRel) {
+            return;
+        }
         self.stderr.wait_done(STDERR_NOTICE_WAIT);
         let uptime = self.started.elapsed().as_secs_f64();
-        let reason = match (closing, status) {
-            (true, _) => format!("plugin `{}` was shut down", self.label),
-            (false, Some(status)) => format!(
-                "plugin `{}` exited unexpectedly ({status}) after {uptime:.3}s; {}",
-                self.label,
-                self.stderr.describe()
+        let label = &self.label;
+        let stderr = self.stderr.describe();
+        let reason = match (closing, end) {
+            (true, _) => format!("plugin `{label}` was shut down"),
+            (false, End::Exited(status)) => format!(
+                "plugin `{label}` exited unexpectedly ({status}) after {uptime:.3}s; {stderr}"
             ),
-            (false, None) => format!(
-                "plugin `{}` closed its stdout{} but is still running; {}",
-                self.label,
+            (false, End::ExitedStdoutHeld(status)) => format!(
+                "plugin `{label}` exited unexpectedly ({status}) after {uptime:.3}s, leaving its \
+                 stdout open in a process it started; {stderr}"
+            ),
+            (false, End::StdoutClosed(cause)) => format!(
+                "plugin `{label}` closed its stdout{} but is still running; {stderr}",
                 cause.map(|e| format!(" ({e})")).unwrap_or_default(),
-                self.stderr.describe()
             ),
         };
         if !closing {
@@ -311,6 +387,49 @@ impl Shared {
             let _ = n.tx.try_send(Event::Exited(n.generation));
         }
     }
+}
+
+/// How the end of a process was noticed.
+enum End {
+    /// Stdout closed and the process had exited.
+    Exited(ExitStatus),
+    /// The process exited but something else still holds its stdout.
+    ExitedStdoutHeld(ExitStatus),
+    /// Stdout closed (or failed) but the process is still running.
+    StdoutClosed(Option<io::Error>),
+}
+
+/// The watcher thread: polls for the child's exit every [`WATCH_INTERVAL`] until it exits
+/// (then reports it, see [`Shared::on_child_exited`]) or until the shutdown sequence takes
+/// over (the stop channel's sender is dropped).
+fn watch(shared: &Shared, stop: &Receiver<()>) {
+    loop {
+        if let Some(status) = shared.try_status() {
+            return shared.on_child_exited(status, stop);
+        }
+        match stop.recv_timeout(WATCH_INTERVAL) {
+            Err(RecvTimeoutError::Timeout) => {}
+            Ok(()) | Err(RecvTimeoutError::Disconnected) => return,
+        }
+    }
+}
+
+/// Like [`wire::write_request`], but fails instead of sending `params: null` when the
+/// params cannot be serialized (a map with non-string keys, a failing `Serialize`).
+fn write_request_checked<P: Serialize + ?Sized>(
+    out: &mut Vec<u8>,
+    id: &Id,
+    method: &str,
+    params: &P,
+) -> Result<()> {
+    out.extend_from_slice(b"{\"jsonrpc\":\"2.0\",\"id\":");
+    out.extend_from_slice(id.as_str().as_bytes());
+    out.extend_from_slice(b",\"method\":");
+    wire::serialize_into(out, method);
+    out.extend_from_slice(b",\"params\":");
+    serde_json::to_writer(&mut *out, params)?;
+    out.extend_from_slice(b"}\n");
+    Ok(())
 }
 
 /// `{"jsonrpc":"2.0","id":N,"method":"..."}`: the Agent sends `describe` and `health`
@@ -337,6 +456,8 @@ pub struct PluginProcess {
     dispatch: Dispatcher,
     threads: Mutex<Vec<JoinHandle<()>>>,
     report: Mutex<Option<ShutdownReport>>,
+    /// Dropped when the shutdown sequence starts, which stops the watcher thread.
+    stop_watch: Mutex<Option<Sender<()>>>,
 }
 
 impl PluginProcess {
@@ -396,17 +517,26 @@ impl PluginProcess {
             invokes: Mutex::new(HashSet::new()),
             exit_notify,
             started: Instant::now(),
+            ended: AtomicBool::new(false),
+            stdout_closed: AtomicBool::new(false),
+            initialize_sent: AtomicBool::new(false),
             opts,
         });
+        let (stop_tx, stop_rx) = bounded::<()>(1);
         let process = PluginProcess {
             shared: shared.clone(),
             dispatch: dispatch.clone(),
             threads: Mutex::new(Vec::new()),
             report: Mutex::new(None),
+            stop_watch: Mutex::new(Some(stop_tx)),
         };
         let relay = shared.opts.stderr;
         let (l1, l2) = (label.clone(), label.clone());
+        let watched = shared.clone();
         let started = [
+            spawn_named(format!("executa-wait:{label}"), move || {
+                watch(&watched, &stop_rx)
+            }),
             spawn_named(format!("executa-wr:{label}"), move || {
                 writer::run(stdin, out_rx, &l1)
             }),
@@ -461,7 +591,17 @@ impl PluginProcess {
         });
         let start = Instant::now();
         let timeout = opts.initialize_timeout;
-        let negotiated = match self.shared.request("initialize", Some(&params), timeout) {
+        // Id 0 as the Agent sends it; a second initialize (never sent by the host itself)
+        // takes a fresh id so that ids stay unique.
+        let id = if self.shared.initialize_sent.swap(true, Ordering::AcqRel) {
+            self.shared.next_id.fetch_add(1, Ordering::Relaxed)
+        } else {
+            INITIALIZE_ID
+        };
+        let negotiated = match self
+            .shared
+            .request_as(id, "initialize", Some(&params), timeout)
+        {
             Ok(raw) => Handshake::from_result(&raw, start.elapsed()),
             Err(Error::Timeout { .. }) => Handshake::fell_back(
                 format!(
@@ -504,7 +644,13 @@ impl PluginProcess {
     /// [`PluginProcess::invoke`]'s per-tool timeouts and reverse-call gating. A wrapped
     /// `{"manifest":{...}}` or a non-object answer is an [`Error::Protocol`].
     pub fn describe(&self) -> Result<Arc<Manifest>> {
-        let raw = self.describe_raw(self.shared.opts.effective_describe_timeout())?;
+        self.describe_within(self.shared.opts.effective_describe_timeout())
+    }
+
+    /// [`PluginProcess::describe`] with an explicit timeout (the supervisor allows the
+    /// first-launch timeout on the first launch only).
+    pub(crate) fn describe_within(&self, timeout: Duration) -> Result<Arc<Manifest>> {
+        let raw = self.describe_raw(timeout)?;
         let manifest = Arc::new(parse_manifest(&raw)?);
         *lock(&self.shared.manifest) = Some(manifest.clone());
         Ok(manifest)
@@ -767,15 +913,23 @@ impl PluginProcess {
     }
 
     /// Closes stdin, waits up to `stdin_grace`; sends `SIGTERM`, waits up to `term_grace`;
-    /// sends `SIGKILL`, waits up to `kill_wait`. Returns which step ended the process and
-    /// its exit status. Calls still pending fail with [`Error::Disconnected`]. Idempotent:
+    /// sends `SIGKILL`, waits up to `kill_wait`. The signals go to the plugin's whole
+    /// process group, and whatever is left of the group once the plugin has ended gets
+    /// `SIGKILL`. Returns which step ended the process and its exit status. Calls still pending fail with [`Error::Disconnected`]. Idempotent:
     /// a second call returns the first report without blocking.
     pub fn shutdown_with(&self, policy: &ShutdownPolicy) -> ShutdownReport {
         let mut report = lock(&self.report);
         if let Some(r) = *report {
             return r;
         }
+        // The shutdown sequence owns the child from here: stop the watcher.
+        drop(lock(&self.stop_watch).take());
         let r = self.run_shutdown(policy);
+        // Nothing the plugin started in its process group outlives it: a helper that
+        // ignored SIGTERM, or survived a crash, would stay orphaned holding its pipes.
+        if let Err(e) = signal::kill_group_remnants(self.shared.pid) {
+            log::debug!("[plugin:{}] group cleanup failed: {e}", self.shared.label);
+        }
         self.shared
             .pending
             .close(&format!("plugin `{}` was shut down", self.shared.label));
@@ -794,6 +948,8 @@ impl PluginProcess {
             elapsed: start.elapsed(),
         };
         if let Some(status) = s.try_status() {
+            // Tell the writer to stop too, so the I/O threads can be joined at once.
+            let _ = s.out.close(CLOSE_WAIT);
             return done(ExitStage::AlreadyExited, Some(status));
         }
         // A writer stuck on a full pipe takes `Close` only once the plugin reads again.

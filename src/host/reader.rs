@@ -82,9 +82,15 @@ fn on_line(shared: &Arc<Shared>, dispatch: &Dispatcher, line: &[u8]) {
             id: Some(id),
             reason,
         } => {
-            // A reverse request with a bad envelope: refuse it, as the plugin would ours.
-            let err = RpcError::new(codes::INVALID_REQUEST, reason);
-            answer_error(shared, &Id::from_raw(id), &err);
+            if wire::scan_head(line).has_method {
+                // A reverse request with a bad envelope: refuse it, as the plugin would ours.
+                let err = RpcError::new(codes::INVALID_REQUEST, reason);
+                answer_error(shared, &Id::from_raw(id), &err);
+            } else {
+                // No method: a broken reply (`"jsonrpc": 2.0`, say). It fails the call it
+                // names; answering it would send the plugin an error under our own id.
+                on_bad_response(shared, line, id, &reason);
+            }
         }
         Message::Invalid { id: None, .. } | Message::Ignored(_) => shared.record_noise(line, true),
         Message::Unparsable(reason) => {

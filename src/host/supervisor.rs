@@ -2,16 +2,18 @@
 //! backoff after an unexpected exit, as the Agent does (3 attempts from a 1 s base by
 //! default), and re-reads the manifest each time.
 
+use std::sync::Arc;
 use std::time::Instant;
 
 use crossbeam_channel::{Receiver, RecvTimeoutError};
 
-use super::client::{Core, HostState};
+use super::client::{Core, HostState, Session};
 use super::lock;
 
 /// What the supervisor is told.
 pub(crate) enum Event {
-    /// The process of this generation closed its stdout (it exited, or will be made to).
+    /// The process of this generation ended: it exited (seen by its watcher or at stdout's
+    /// end of file), or closed its stdout and will be made to exit.
     Exited(u64),
     /// The host is shutting down.
     Stop,
@@ -34,41 +36,15 @@ pub(crate) fn run(core: &Core, events: &Receiver<Event>) {
 
 /// Handles one exit; `false` when the host is stopping.
 fn on_exit(core: &Core, generation: u64, events: &Receiver<Event>) -> bool {
-    let dead = {
-        let mut slot = lock(&core.slot);
-        if slot.state == HostState::Stopped {
-            return false;
-        }
-        match &slot.session {
-            Some(s) if s.generation == generation => slot.session.take(),
-            // A process that never got installed (its start failed), or an old one.
-            _ => return true,
-        }
+    let policy = core.opts.restart.clone();
+    let Some((dead, mut attempt)) = record_exit(core, generation) else {
+        return lock(&core.slot).state != HostState::Stopped;
     };
-    let Some(dead) = dead else { return true };
-    let reason = dead
-        .process
-        .disconnect_reason()
-        .unwrap_or_else(|| format!("plugin `{}` closed its stdout", core.label));
-    let uptime = dead.started.elapsed();
     // Reap it (or make it exit, if it only closed its stdout).
     let report = dead.process.shutdown();
     log::debug!("[plugin:{}] previous process {report}", core.label);
     drop(dead);
-
-    let policy = core.opts.restart.clone();
-    let mut attempt = {
-        let mut slot = lock(&core.slot);
-        slot.last_exit = Some(reason.clone());
-        if uptime >= policy.reset_after {
-            slot.attempt = 0;
-        }
-        slot.attempt
-    };
     if !policy.enabled {
-        core.set_state(HostState::Failed(format!(
-            "{reason}; restarts are disabled"
-        )));
         return true;
     }
     loop {
@@ -76,10 +52,7 @@ fn on_exit(core: &Core, generation: u64, events: &Receiver<Event>) -> bool {
         lock(&core.slot).attempt = attempt;
         if attempt > policy.max_attempts {
             let last = lock(&core.slot).last_exit.clone().unwrap_or_default();
-            let why = format!(
-                "gave up after {} restart attempts; last failure: {last}",
-                policy.max_attempts
-            );
+            let why = gave_up(policy.max_attempts, &last);
             log::error!("[plugin:{}] {why}", core.label);
             return core.set_state(HostState::Failed(why));
         }
@@ -99,7 +72,7 @@ fn on_exit(core: &Core, generation: u64, events: &Receiver<Event>) -> bool {
         if !backoff(events, Instant::now() + delay) {
             return false;
         }
-        match core.launch() {
+        match core.launch(false) {
             Ok(session) => {
                 let pid = session.process.pid();
                 return match core.install(session, true) {
@@ -122,6 +95,49 @@ fn on_exit(core: &Core, generation: u64, events: &Receiver<Event>) -> bool {
             }
         }
     }
+}
+
+/// Takes the exited session out of the slot and, in the same locked step, records why it
+/// ended and moves to `Restarting` (or `Failed` when restarts are disabled or spent), so
+/// that no observer sees `Running` without a process. Returns the dead session and the
+/// attempts spent so far; `None` for an exit of a process that is not the serving one
+/// (its start failed, or it was replaced), or when the host has stopped.
+fn record_exit(core: &Core, generation: u64) -> Option<(Arc<Session>, u32)> {
+    let policy = &core.opts.restart;
+    let mut slot = lock(&core.slot);
+    if slot.state == HostState::Stopped {
+        return None;
+    }
+    if !matches!(&slot.session, Some(s) if s.generation == generation) {
+        return None;
+    }
+    let dead = slot.session.take()?;
+    let reason = dead
+        .process
+        .disconnect_reason()
+        .unwrap_or_else(|| format!("plugin `{}` closed its stdout", core.label));
+    if dead.started.elapsed() >= policy.reset_after {
+        slot.attempt = 0;
+    }
+    slot.state = if !policy.enabled {
+        HostState::Failed(format!("{reason}; restarts are disabled"))
+    } else if slot.attempt >= policy.max_attempts {
+        HostState::Failed(gave_up(policy.max_attempts, &reason))
+    } else {
+        HostState::Restarting {
+            attempt: slot.attempt + 1,
+            of: policy.max_attempts,
+        }
+    };
+    slot.last_exit = Some(reason);
+    let attempt = slot.attempt;
+    drop(slot);
+    core.changed.notify_all();
+    Some((dead, attempt))
+}
+
+fn gave_up(max_attempts: u32, last: &str) -> String {
+    format!("gave up after {max_attempts} restart attempts; last failure: {last}")
 }
 
 /// Sleeps until `until`, waking early only to stop; `false` when the host is stopping.
