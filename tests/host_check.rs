@@ -215,6 +215,8 @@ fn manifest_and_envelope_pitfalls_fail_with_the_right_reason() {
         ("exit_nonzero", "exit on EOF", "exit status: 2"),
         ("wrong_unknown_tool", "unknown tool", "instead of a -32601"),
         ("progress_uncorrelated", "progress", "pitfall #13"),
+        ("storage_no_scope", "storage scopes", "pitfall #12"),
+        ("goodbye_on_stdout", "stdout", "Goodbye from flawed!"),
     ];
     // Independent plugins: run them two at a time to keep the suite quick.
     std::thread::scope(|s| {
@@ -253,4 +255,23 @@ fn manifest_and_envelope_pitfalls_fail_with_the_right_reason() {
             }
         }
     });
+}
+
+#[test]
+fn a_plugin_dropping_the_agents_initialize_id_0_is_not_a_clean_pass() {
+    let r = check::run(&py("flawed.py", &["falsy_id"]), &impatient());
+    let line = r.line("initialize").unwrap();
+    assert_eq!(line.outcome, Outcome::Warn, "{}", render(&r));
+    assert!(line.detail.contains("id 0"), "{}", render(&r));
+}
+
+#[test]
+fn the_smoke_invoke_waits_for_the_tools_declared_timeout() {
+    // The tool takes 1.5 s and declares 30 s; the check's own call timeout is shorter.
+    let mut o = options();
+    o.call_timeout = Duration::from_millis(500);
+    let r = check::run(&py("flawed.py", &["slow_tool"]), &o);
+    let line = r.line("invoke result").unwrap();
+    assert_eq!(line.outcome, Outcome::Pass, "{}", render(&r));
+    assert!(r.passed(), "{}", render(&r));
 }

@@ -44,9 +44,132 @@ fn help_documents_every_subcommand() {
         }
     }
     let check = stdout(&executa(&["help", "check"], &[]));
-    for pitfall in ["(#1)", "(#3)", "(#4)", "(#5)", "(#9a)", "-32601", "-32700"] {
+    for pitfall in [
+        "(#1)", "(#3)", "(#4)", "(#5)", "(#9a)", "(#12)", "-32601", "-32700",
+    ] {
         assert!(check.contains(pitfall), "check help lacks {pitfall}");
     }
+    // Each subcommand has its own line in the top-level COMMANDS section.
+    let commands = text
+        .split("COMMANDS:")
+        .nth(1)
+        .and_then(|rest| rest.split("\n\n").next())
+        .expect("a COMMANDS section");
+    for sub in ["check", "describe", "call", "bench", "help"] {
+        assert!(
+            commands
+                .lines()
+                .any(|l| l.trim_start().starts_with(&format!("{sub} "))),
+            "COMMANDS lacks {sub}:\n{commands}"
+        );
+    }
+    for section in ["USAGE:", "OPTIONS", "EXIT STATUS:", "--version"] {
+        assert!(text.contains(section), "--help lacks {section}");
+    }
+    // Each subcommand's help documents its options and the plugin command.
+    for (sub, options) in [
+        (
+            "check",
+            &["--invoke", "--args", "--no-invoke", "--grace"][..],
+        ),
+        ("describe", &["--pretty"][..]),
+        (
+            "call",
+            &[
+                "--args",
+                "--credential NAME ",
+                "--credential NAME=VALUE",
+                "--timeout",
+            ][..],
+        ),
+        ("bench", &["--requests", "--concurrency"][..]),
+    ] {
+        let help = stdout(&executa(&["help", sub], &[]));
+        assert!(help.contains("OPTIONS:"), "{sub} help lacks OPTIONS");
+        assert!(
+            help.contains("-- <PLUGIN COMMAND...>"),
+            "{sub} help lacks the plugin command"
+        );
+        for opt in options {
+            assert!(help.contains(opt), "{sub} help lacks {opt}:\n{help}");
+        }
+    }
+    let version = executa(&["--version"], &[]);
+    assert!(
+        stdout(&version).starts_with("executa "),
+        "{}",
+        stdout(&version)
+    );
+}
+
+#[test]
+fn check_of_a_plugin_that_cannot_start_exits_2() {
+    let o = Command::new(env!("CARGO_BIN_EXE_executa"))
+        .args(["check", "--quiet", "--", "/nonexistent/executa-plugin"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", stdout(&o));
+    assert!(stdout(&o).contains("cannot start"), "{}", stdout(&o));
+}
+
+#[test]
+fn describe_prints_the_answer_verbatim_and_fails_a_wrapped_manifest() {
+    // Verbatim: the text the plugin sent, member order and all (a re-serialized Value
+    // sorts the members).
+    let o = executa(&["describe", "--quiet"], &["flawed.py", "bad_semver"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = stdout(&o);
+    let name = text.find("\"name\"").unwrap();
+    let version = text.find("\"version\"").unwrap();
+    let tools = text.find("\"tools\"").unwrap();
+    assert!(name < version && version < tools, "{text}");
+    assert!(
+        text.contains("\"version\": \"v1.0\""),
+        "python's spacing kept: {text}"
+    );
+
+    let o = executa(&["describe", "--quiet"], &["flawed.py", "wrapped_manifest"]);
+    assert_eq!(o.status.code(), Some(1), "{}", stdout(&o));
+    assert!(stderr(&o).contains("pitfall #5"), "{}", stderr(&o));
+}
+
+#[test]
+fn call_reads_a_credential_named_alone_from_the_environment() {
+    let o = Command::new(env!("CARGO_BIN_EXE_executa"))
+        .args([
+            "call",
+            "--quiet",
+            "--credential",
+            "EXECUTA_TEST_SECRET",
+            "credentials",
+            "--",
+        ])
+        .arg("python3")
+        .arg(fixture("tools_plugin.py"))
+        .env("EXECUTA_TEST_SECRET", "from-the-env")
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}{}", stdout(&o), stderr(&o));
+    let out = stdout(&o);
+    assert!(out.contains("EXECUTA_TEST_SECRET"), "{out}");
+    // The value itself is never printed; its length (12) shows it arrived.
+    assert!(!out.contains("from-the-env"), "{out}");
+    assert!(out.contains("12"), "{out}");
+
+    let o = Command::new(env!("CARGO_BIN_EXE_executa"))
+        .args([
+            "call",
+            "--credential",
+            "EXECUTA_TEST_UNSET_VAR",
+            "credentials",
+            "--",
+            "true",
+        ])
+        .env_remove("EXECUTA_TEST_UNSET_VAR")
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("not set"), "{}", stderr(&o));
 }
 
 #[test]

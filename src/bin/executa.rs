@@ -45,6 +45,7 @@ COMMANDS:
 Everything after `--` is the plugin's command line, e.g.
     executa check -- python3 plugin.py
     executa call --args '{\"text\":\"hi\"}' echo -- ./target/release/my-plugin
+    API_KEY=... executa call --credential API_KEY fetch -- python3 plugin.py
 
 OPTIONS (every command):
     --init-timeout SECS       initialize timeout before falling back to 1.1 [5]
@@ -52,6 +53,7 @@ OPTIONS (every command):
     --first-launch            allow 60 s for describe (first launch of a onefile binary)
     --quiet                   do not relay the plugin's stderr
     -h, --help                show help
+    -V, --version             show the version (`executa --version`)
 
 EXIT STATUS:
     0 success; 1 the plugin failed a check, returned success:false or an error;

@@ -14,9 +14,10 @@ use serde_json::{Value, json};
 use super::lint::{self, Area, Severity};
 use super::types::snippet;
 use super::{
-    ExitStage, Handlers, HostOptions, InvokeOptions, PluginCommand, PluginProcess, ShutdownReport,
+    ExitStage, Handlers, HostOptions, InvokeOptions, MemoryStorage, PluginCommand, PluginProcess,
+    ReverseCall, ScriptedSampling, Service, ShutdownReport,
 };
-use crate::error::{Error, codes};
+use crate::error::{Error, RpcError, codes};
 use crate::manifest::Manifest;
 use crate::session::ProtocolVersion;
 
@@ -160,7 +161,12 @@ pub fn run_with(
     host.dev_tokens = true;
     let events = Arc::new(Mutex::new(ProgressSeen::default()));
     let seen = events.clone();
-    let handlers = Handlers::dev_backends().on_progress(move |p| {
+    // Storage grants only the scopes production grants plugins (pitfall #12).
+    let storage = Arc::new(ScopeWatch::default());
+    let handlers = Handlers::new()
+        .service(storage.clone())
+        .service(Arc::new(ScriptedSampling::echo()));
+    let handlers = handlers.on_progress(move |p| {
         let mut s = seen.lock().unwrap_or_else(PoisonError::into_inner);
         s.total += 1;
         if !p.active {
@@ -186,13 +192,67 @@ pub fn run_with(
     checker.unknown_tool(&mut run);
     checker.smoke(&mut run, manifest.as_deref());
     checker.reverse_calls(&mut run);
+    checker.storage_scopes(&mut run, &storage);
     checker.progress(&mut run, &events);
     checker.malformed(&mut run);
-    checker.stdout(&mut run);
     let alive = checker.stays_alive(&mut run);
     checker.shutdown(&mut run, alive);
+    // Judged last: what a plugin prints on its way out (after stdin closes) counts too,
+    // and the shutdown has let the reader drain stdout to its end.
+    checker.stdout(&mut run);
     run.report
 }
+
+/// The check's storage backend: [`MemoryStorage`] with production's scopes (`user` and
+/// `tool`), remembering the calls refused for their scope.
+struct ScopeWatch {
+    inner: MemoryStorage,
+    refused: Mutex<Vec<String>>,
+}
+
+impl Default for ScopeWatch {
+    fn default() -> Self {
+        ScopeWatch {
+            inner: MemoryStorage::with_scopes(&["user", "tool"]),
+            refused: Mutex::new(Vec::new()),
+        }
+    }
+}
+
+impl ScopeWatch {
+    fn refused(&self) -> Vec<String> {
+        self.refused
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+}
+
+impl Service for ScopeWatch {
+    fn handles(&self, method: &str) -> bool {
+        self.inner.handles(method)
+    }
+
+    fn call(&self, call: &ReverseCall) -> Result<Value, RpcError> {
+        let out = self.inner.call(call);
+        if let Err(e) = &out
+            && e.code == STORAGE_NOT_GRANTED
+        {
+            let scope = call.params.get("scope").map_or_else(
+                || "no scope (the default is \"app\")".to_owned(),
+                |s| format!("scope {s}"),
+            );
+            let mut refused = self.refused.lock().unwrap_or_else(PoisonError::into_inner);
+            if refused.len() < 8 {
+                refused.push(format!("{} with {scope}", call.method));
+            }
+        }
+        out
+    }
+}
+
+/// The code the storage backend refuses an ungranted scope with.
+const STORAGE_NOT_GRANTED: i64 = -32021;
 
 /// Progress events seen during the run.
 #[derive(Clone, Copy, Default)]
@@ -257,7 +317,8 @@ impl Checker<'_> {
                 Outcome::Warn,
                 format!(
                     "v1-only: {why}; every start waits this long. Answer initialize, or -32601 to say \
-                     v1 at once (v1 has no sampling, storage or progress)"
+                     v1 at once (v1 has no sampling, storage or progress). The Agent sends initialize \
+                     with id 0: a plugin that takes a falsy id for a notification never answers it"
                 ),
             ),
             (_, why) => run.push(
@@ -349,6 +410,34 @@ impl Checker<'_> {
         InvokeOptions::new().timeout(self.opts.call_timeout)
     }
 
+    /// The options for invoking `tool`: its manifest `timeout` when it declares one (as
+    /// the Agent allows it), else [`CheckOptions::call_timeout`].
+    fn invoke_opts_for(&self, tool: &str, manifest: Option<&Manifest>) -> InvokeOptions {
+        let declared = manifest
+            .and_then(|m| m.tools.iter().find(|t| t.name == tool))
+            .and_then(|t| t.timeout)
+            .filter(|&s| s > 0)
+            .map(Duration::from_secs);
+        InvokeOptions::new().timeout(declared.unwrap_or(self.opts.call_timeout))
+    }
+
+    fn storage_scopes(&self, run: &mut Run<'_>, storage: &ScopeWatch) {
+        const NAME: &str = "storage scopes";
+        let refused = storage.refused();
+        if let Some(first) = refused.first() {
+            run.push(
+                NAME,
+                Outcome::Fail,
+                format!(
+                    "{} storage call(s) refused, first: {first}; production grants plugins only the \
+                     \"user\" and \"tool\" scopes and a missing scope means \"app\": pass \
+                     scope explicitly (pitfall #12)",
+                    refused.len()
+                ),
+            );
+        }
+    }
+
     fn unknown_tool(&self, run: &mut Run<'_>) {
         const NAME: &str = "unknown tool";
         if self.skip_if_gone(run, NAME) {
@@ -399,7 +488,8 @@ impl Checker<'_> {
                 }
             },
         };
-        let (outcome, detail) = match self.p.invoke_raw(&tool, &args, &self.invoke_opts()) {
+        let opts = self.invoke_opts_for(&tool, manifest);
+        let (outcome, detail) = match self.p.invoke_raw(&tool, &args, &opts) {
             Ok((_, raw)) => judge_result(&serde_json::from_str(raw.get()).unwrap_or(Value::Null)),
             Err(Error::Remote(e)) => (
                 Outcome::Warn,

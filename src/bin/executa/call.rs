@@ -28,8 +28,11 @@ storage tokens are sent when the manifest declares llm.sample / aps.*.
 
 OPTIONS:
     --args JSON                  the tool's arguments [{}]
-    --credential NAME=VALUE      a credential for context.credentials (repeatable);
-                                 values are never printed
+    --credential NAME            a credential for context.credentials, its value read
+                                 from the environment variable NAME (repeatable)
+    --credential NAME=VALUE      the same with the value inline; it is then visible to
+                                 other local users in the process list (argv), so prefer
+                                 the NAME form. Values are never printed
     --timeout SECS               invoke timeout [the manifest tool's timeout, else 60]
     --sampling-fixture FILE      answer sampling from a JSONL fixture: lines like
                                  {\"match\":{\"contains\":\"hi\"},\"result\":{\"text\":\"hello\"}}
@@ -54,10 +57,7 @@ pub fn run(mut args: Args) -> Result<ExitCode, Usage> {
         match flag.as_str() {
             "--args" => arguments = json_arg(&flag, &args.value(&flag, inline)?)?,
             "--credential" => {
-                let pair = args.value(&flag, inline)?;
-                let (name, value) = pair
-                    .split_once('=')
-                    .ok_or_else(|| Usage::Error("`--credential` takes NAME=VALUE".to_owned()))?;
+                let (name, value) = credential(&args.value(&flag, inline)?)?;
                 opts = opts.credential(name, value);
             }
             "--timeout" => opts.timeout = Some(secs(&flag, &args.value(&flag, inline)?)?),
@@ -148,5 +148,24 @@ impl Service for Logged {
             call.invoke_id.as_deref().unwrap_or("-")
         );
         out
+    }
+}
+
+/// `NAME=VALUE`, or `NAME` with the value from the environment variable `NAME` (which
+/// keeps it off the command line, where every local user can read it).
+fn credential(arg: &str) -> Result<(String, String), Usage> {
+    if let Some((name, value)) = arg.split_once('=') {
+        return Ok((name.to_owned(), value.to_owned()));
+    }
+    if arg.is_empty() {
+        return Err(Usage::Error(
+            "`--credential` takes NAME (read from the environment) or NAME=VALUE".to_owned(),
+        ));
+    }
+    match std::env::var(arg) {
+        Ok(value) => Ok((arg.to_owned(), value)),
+        Err(_) => Err(Usage::Error(format!(
+            "`--credential {arg}`: the environment variable {arg} is not set (or not UTF-8)"
+        ))),
     }
 }

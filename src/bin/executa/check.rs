@@ -29,8 +29,11 @@ on the wire:
     reverse calls    none refused: capabilities declared (#8), invoke_id stamped
     progress         every event carries its invoke's context.invoke_id (#13)
     malformed line   answered with -32700, and the plugin keeps serving
-    stdout           nothing but JSON-RPC frames: no banners or prints (#3)
+    storage scopes   storage calls use the \"user\" or \"tool\" scope (#12)
+    stdout           nothing but JSON-RPC frames, up to exit: no banners or prints (#3)
     exit on EOF      exits 0 within the window after stdin closes, without SIGTERM
+
+The smoke invoke waits for the tool's manifest `timeout` when it declares one, else 10 s.
 
 OPTIONS:
     --invoke TOOL        the tool for the smoke invoke [first tool with no required
@@ -79,7 +82,13 @@ pub fn run(mut args: Args) -> Result<ExitCode, Usage> {
         report.count(Outcome::Fail),
         report.count(Outcome::Skip)
     );
-    Ok(if report.passed() {
+    // A plugin that could not be started at all is exit status 2, as `--help` says.
+    let started = report
+        .line("start")
+        .is_some_and(|l| l.outcome != Outcome::Fail);
+    Ok(if !started {
+        ExitCode::from(2)
+    } else if report.passed() {
         ExitCode::SUCCESS
     } else {
         ExitCode::FAILURE

@@ -13,23 +13,28 @@ USAGE:
     executa describe [OPTIONS] -- <PLUGIN COMMAND...>
 
 Runs initialize (falling back to 1.1 silently) and describe, prints the manifest exactly
-as the plugin returned it, pretty-printed, then shuts the plugin down.
+as the plugin returned it (the JSON text of the result, byte for byte), then shuts the
+plugin down. Exits 1 when the answer is not the bare manifest object (a wrapped
+{\"manifest\":{...}} is pitfall #5: the Agent cannot read it).
     executa describe -- ./my-plugin > manifest.json
 
 OPTIONS:
-    --compact            one line instead of pretty-printed
+    --pretty             pretty-print (re-serialized: member order may change)
     --init-timeout SECS, --describe-timeout SECS, --first-launch, --quiet, -h/--help
+
+EXIT STATUS:
+    0 printed; 1 no answer, or not the bare manifest object; 2 usage or start failure.
 ";
 
 pub fn run(mut args: Args) -> Result<ExitCode, Usage> {
     let mut common = Common::new();
-    let mut compact = false;
+    let mut pretty_print = false;
     while let Some((flag, inline)) = args.next_arg() {
         if common.apply(&mut args, &flag, inline, HELP)? {
             continue;
         }
         match flag.as_str() {
-            "--compact" => compact = true,
+            "--pretty" => pretty_print = true,
             _ => return Err(unknown(&flag)),
         }
     }
@@ -46,22 +51,47 @@ pub fn run(mut args: Args) -> Result<ExitCode, Usage> {
         .initialize()
         .and_then(|_| process.describe_raw(timeout));
     process.shutdown();
-    match answer {
-        Ok(raw) => {
-            let value: serde_json::Value = serde_json::from_str(raw.get()).unwrap_or_default();
-            let text = if compact {
-                value.to_string()
-            } else {
-                pretty(&value)
-            };
-            println!("{text}");
-            Ok(ExitCode::SUCCESS)
-        }
+    let raw = match answer {
+        Ok(raw) => raw,
         Err(e) => {
             eprintln!("executa describe: {e}");
-            Ok(ExitCode::FAILURE)
+            return Ok(ExitCode::FAILURE);
         }
+    };
+    let value: serde_json::Value = match serde_json::from_str(raw.get()) {
+        Ok(v) => v,
+        Err(e) => {
+            eprintln!("executa describe: unreadable answer: {e}");
+            return Ok(ExitCode::FAILURE);
+        }
+    };
+    if let Some(why) = not_bare_manifest(&value) {
+        eprintln!("executa describe: {why}");
+        println!("{}", raw.get());
+        return Ok(ExitCode::FAILURE);
     }
+    if pretty_print {
+        println!("{}", pretty(&value));
+    } else {
+        println!("{}", raw.get());
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Why an answer is not the bare manifest object the Agent reads, if it is not.
+fn not_bare_manifest(v: &serde_json::Value) -> Option<String> {
+    let Some(map) = v.as_object() else {
+        return Some("describe must return the manifest object".to_owned());
+    };
+    let wrapped = map
+        .get("manifest")
+        .is_some_and(serde_json::Value::is_object)
+        && !map.contains_key("tools");
+    wrapped.then(|| {
+        "describe returned a wrapped {\"manifest\": {...}}; the Agent needs the bare \
+         manifest object (pitfall #5)"
+            .to_owned()
+    })
 }
 
 pub fn pretty(v: &serde_json::Value) -> String {
