@@ -294,9 +294,13 @@ fn response<'a>(
             id,
             outcome: Err(error),
         },
-        (Some(id), _, _) => Message::BadResponse {
+        (Some(id), _, _) if valid_id(id) => Message::BadResponse {
             id,
             reason: "a response needs exactly one of result and error".to_owned(),
+        },
+        (Some(_), _, _) => Message::Invalid {
+            id: None,
+            reason: "id must be a string, a number or null".to_owned(),
         },
         (None, _, _) => Message::Invalid {
             id: None,
@@ -774,5 +778,103 @@ mod tests {
             out,
             b"{\"jsonrpc\":\"2.0\",\"method\":\"executa/progress\",\"params\":{\"k\":1}}\n"
         );
+    }
+}
+
+#[cfg(test)]
+mod robustness {
+    use super::*;
+
+    /// A tiny deterministic generator (xorshift), so the test needs no dependency and any
+    /// failure reproduces.
+    struct Rng(u64);
+
+    impl Rng {
+        fn next(&mut self) -> u64 {
+            self.0 ^= self.0 << 13;
+            self.0 ^= self.0 >> 7;
+            self.0 ^= self.0 << 17;
+            self.0
+        }
+
+        fn pick<'a>(&mut self, items: &[&'a [u8]]) -> &'a [u8] {
+            items[(self.next() % items.len() as u64) as usize]
+        }
+    }
+
+    /// Fragments of JSON-RPC frames, glued at random: most results are broken in some way.
+    const PIECES: &[&[u8]] = &[
+        b"{",
+        b"}",
+        b"[",
+        b"]",
+        b"\"",
+        b":",
+        b",",
+        b"\\",
+        b"\"id\"",
+        b"\"method\"",
+        b"\"params\"",
+        b"\"result\"",
+        b"\"error\"",
+        b"\"jsonrpc\"",
+        b"\"2.0\"",
+        b"0",
+        b"-1",
+        b"1e999",
+        b"null",
+        b"true",
+        b"\"ex-1\"",
+        b" ",
+        b"\r",
+        b"\xEF\xBB\xBF",
+        b"\xFF",
+        b"\"\\u00",
+        b"{\"id\":7,",
+    ];
+
+    #[test]
+    fn random_frames_never_panic_and_errors_stay_classified() {
+        let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
+        for _ in 0..20_000 {
+            let mut line = Vec::new();
+            for _ in 0..(rng.next() % 24) {
+                line.extend_from_slice(rng.pick(PIECES));
+            }
+            match parse(&line) {
+                Message::Request { id: Some(id), .. }
+                | Message::Invalid { id: Some(id), .. }
+                | Message::BadResponse { id, .. } => {
+                    assert!(valid_id(id), "an echoed id must be a scalar: {}", id.get());
+                }
+                _ => {}
+            }
+            let _ = scan_head(&line);
+            let _ = scan_tail(&line);
+        }
+    }
+
+    #[test]
+    fn random_streams_split_into_bounded_frames() {
+        let mut rng = Rng(42);
+        for _ in 0..300 {
+            let mut stream = Vec::new();
+            for _ in 0..(rng.next() % 64) {
+                stream.extend_from_slice(rng.pick(PIECES));
+                if rng.next() % 5 == 0 {
+                    stream.push(b'\n');
+                }
+            }
+            let max = 1 + (rng.next() % 40) as usize;
+            let mut r = FrameReader::new(&stream[..], max);
+            while let Some(frame) = r.next_frame().unwrap() {
+                match frame {
+                    Frame::Line(l) => assert!(l.len() <= max && !l.contains(&b'\n')),
+                    Frame::Oversized { head, tail, size } => {
+                        assert!(size > max && head.len() <= HEAD_BYTES && tail.len() <= HEAD_BYTES);
+                    }
+                }
+            }
+        }
     }
 }
