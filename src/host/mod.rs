@@ -10,14 +10,18 @@
 //!
 //! # Threads
 //!
-//! Each plugin process has three named threads: a **reader** of its stdout
-//! (`executa-rd:<name>`), a **writer** to its stdin (`executa-wr:<name>`, buffered, flushed
-//! when its bounded queue runs empty) and a **stderr drain** (`executa-err:<name>`) that
-//! relays lines with a `[plugin:<name>] ` prefix and keeps the last few for error
-//! messages. Each host adds a pool of reverse-call workers, an event thread when a
-//! progress callback is set, and a supervisor.
+//! Each plugin process has the plugin side's three-thread shape, seen from the other end:
+//! a **reader** of its stdout (`executa-rd:<name>`), a **writer** to its stdin
+//! (`executa-wr:<name>`, the same loop as the plugin's writer: buffered, flushed when its
+//! bounded queue runs empty) and a **stderr drain** (`executa-err:<name>`) that relays
+//! lines with a `[plugin:<name>] ` prefix and keeps the last few for error messages. A
+//! fourth, a **watcher** (`executa-wait:<name>`), polls for the child's exit every 50 ms: a plugin that dies while
+//! a helper process it started still holds its stdout would otherwise never be noticed.
+//! Each host adds a pool of reverse-call workers, an event thread when a progress callback
+//! is set, and a supervisor.
 //!
-//! Host request ids are the numbers 1, 2, 3, ...; plugins use strings for their reverse
+//! Host request ids are 0 for `initialize` (as the Agent sends it), then 1, 2, 3, ...;
+//! plugins use strings for their reverse
 //! calls, so the two never mix. Each call waits on its own one-shot channel, which the
 //! reader fills directly: a slow reverse-call handler never holds back a reply.
 //!
