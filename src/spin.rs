@@ -13,7 +13,8 @@ use crossbeam_channel::{Receiver, RecvError, RecvTimeoutError, TryRecvError};
 
 /// How long to poll, given the configured value and the CPUs this process may use.
 pub(crate) fn effective(spin: Duration) -> Duration {
-    if crate::sys::usable_cpus() > 1 {
+    static CPUS: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    if *CPUS.get_or_init(crate::sys::usable_cpus) > 1 {
         spin
     } else {
         Duration::ZERO

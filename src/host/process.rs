@@ -141,7 +141,9 @@ impl Shared {
             self.pending.cancel(id);
             return Err(e);
         }
-        match rx.recv_deadline(deadline) {
+        let spin = crate::spin::effective(self.opts.spin);
+        let left = deadline.saturating_duration_since(Instant::now());
+        match crate::spin::recv_timeout(&rx, spin, left) {
             Ok(reply) => reply,
             Err(RecvTimeoutError::Timeout) => {
                 self.pending.cancel(id);
@@ -531,6 +533,7 @@ impl PluginProcess {
             stop_watch: Mutex::new(Some(stop_tx)),
         };
         let relay = shared.opts.stderr;
+        let writer_spin = crate::spin::effective(shared.opts.spin);
         let (l1, l2) = (label.clone(), label.clone());
         let watched = shared.clone();
         let started = [
@@ -538,7 +541,7 @@ impl PluginProcess {
                 watch(&watched, &stop_rx)
             }),
             spawn_named(format!("executa-wr:{label}"), move || {
-                writer::run(stdin, out_rx, &l1)
+                writer::run(stdin, out_rx, &l1, writer_spin)
             }),
             spawn_named(format!("executa-err:{label}"), move || {
                 stderr::run(stderr_pipe, &tail, &l2, relay)
