@@ -353,8 +353,9 @@ fn shutdown_during_a_restart_handshake_stops_the_starting_process() {
     let host = Host::start(py("wedged_restart.py", &[&marker]), o, Handlers::new()).unwrap();
     let _ = host.invoke("crash", &json!({}));
     // The restart's process answers nothing: wait until it is in its handshake.
+    let wedged = format!("{marker}.wedged");
     wait_until("a restart is under way", Duration::from_secs(10), || {
-        processes_with(&marker).len() == 1
+        std::path::Path::new(&wedged).exists()
             && matches!(host.status().state, HostState::Restarting { .. })
     });
     let report = host.shutdown().expect("the starting process is shut down");
@@ -364,6 +365,7 @@ fn shutdown_during_a_restart_handshake_stops_the_starting_process() {
         processes_with(&marker).is_empty()
     });
     let _ = std::fs::remove_file(&marker_file);
+    let _ = std::fs::remove_file(&wedged);
 }
 
 #[test]
