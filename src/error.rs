@@ -31,8 +31,6 @@ pub mod codes {
     pub const STORAGE_NOT_GRANTED: i64 = -32021;
     /// Storage and files: a per-invoke quota is exhausted.
     pub const STORAGE_QUOTA_EXCEEDED: i64 = -32024;
-    /// Storage and files: the SDK-local timeout code.
-    pub const STORAGE_TIMEOUT: i64 = -32030;
 }
 
 /// A JSON-RPC error object exactly as it travels on the wire.

@@ -61,15 +61,26 @@ pub struct FileInfo {
     pub updated_at: Option<Value>,
 }
 
-/// The answer to `files/download_url` (`get_url` or `url`).
+/// The answer to `files/download_url`: hosts send `get_url`, `url` or both (the SDKs copy
+/// one into the other). Use [`DownloadUrl::link`].
 #[derive(Clone, Debug, Default, PartialEq, Deserialize)]
 pub struct DownloadUrl {
-    /// The URL, from `get_url` or `url`.
-    #[serde(default, alias = "get_url")]
+    /// `url`, when sent.
+    #[serde(default)]
     pub url: Option<String>,
+    /// `get_url`, when sent.
+    #[serde(default)]
+    pub get_url: Option<String>,
     /// Expiry as sent.
     #[serde(default)]
     pub expires_at: Option<Value>,
+}
+
+impl DownloadUrl {
+    /// The download URL, whichever key carried it.
+    pub fn link(&self) -> Option<&str> {
+        self.get_url.as_deref().or(self.url.as_deref())
+    }
 }
 
 /// One page of `files/list`.
@@ -177,5 +188,31 @@ impl Files<'_> {
             .0
             .call::<_, Deleted>("files/delete", &json!({ "path": path, "scope": scope }))?
             .deleted)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn download_url_accepts_either_key_or_both() {
+        for (json, want) in [
+            (r#"{"get_url":"g"}"#, "g"),
+            (r#"{"url":"u"}"#, "u"),
+            (r#"{"get_url":"g","url":"g","expires_at":1}"#, "g"),
+        ] {
+            let d: DownloadUrl = serde_json::from_str(json).unwrap();
+            assert_eq!(d.link(), Some(want), "{json}");
+        }
+    }
+
+    #[test]
+    fn upload_ticket_accepts_both_shapes() {
+        let a: UploadTicket =
+            serde_json::from_str(r#"{"upload_id":"1","put_url":"p","headers":{"x":"y"}}"#).unwrap();
+        let b: UploadTicket =
+            serde_json::from_str(r#"{"presigned_url":"q","fields":{"k":1}}"#).unwrap();
+        assert_eq!((a.url(), b.url()), (Some("p"), Some("q")));
     }
 }

@@ -1,6 +1,9 @@
 #![doc = include_str!("../README.md")]
 #![deny(missing_docs)]
 
+#[cfg(not(unix))]
+compile_error!("executa supports Unix only: it relies on pipes, signals and file descriptors");
+
 mod context;
 mod dispatch;
 pub mod error;

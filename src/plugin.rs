@@ -218,12 +218,16 @@ impl Plugin {
             )));
         }
         let manifest_json = serde_json::to_string(&manifest).and_then(RawValue::from_string)?;
-        let mut uses: Vec<&'static str> = manifest
+        let mut uses: Vec<&'static str> = Vec::new();
+        for key in manifest
             .host_capabilities
             .iter()
             .filter_map(|c| init_key(c))
-            .collect();
-        uses.dedup();
+        {
+            if !uses.contains(&key) {
+                uses.push(key);
+            }
+        }
         Ok(Parts {
             name: manifest.name,
             version: manifest.version,

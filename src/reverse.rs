@@ -426,13 +426,11 @@ struct Family {
     symbol: &'static str,
 }
 
-const APS: &[&str] = &["aps", "aps.scope.*"];
-
 const FAMILIES: &[Family] = &[
     Family {
         prefix: "sampling/",
         needs: &["llm.sample"],
-        code: -32008,
+        code: codes::SAMPLING_NOT_NEGOTIATED,
         symbol: "NOT_NEGOTIATED",
     },
     Family {
@@ -450,13 +448,13 @@ const FAMILIES: &[Family] = &[
     Family {
         prefix: "storage/",
         needs: &["aps.kv"],
-        code: -32021,
+        code: codes::STORAGE_NOT_GRANTED,
         symbol: "STORAGE_NOT_GRANTED",
     },
     Family {
         prefix: "files/",
         needs: &["aps.files"],
-        code: -32021,
+        code: codes::STORAGE_NOT_GRANTED,
         symbol: "STORAGE_NOT_GRANTED",
     },
     Family {
@@ -541,7 +539,7 @@ pub(crate) fn gate(method: &str, declared: &[String], v2: bool) -> Result<(), Rp
     let storage = matches!(family.prefix, "storage/" | "files/");
     let ok = declared.iter().any(|d| {
         family.needs.contains(&d.as_str())
-            || (storage && (APS[0] == d || d.starts_with("aps.scope.")))
+            || (storage && (d == "aps" || d.starts_with("aps.scope.")))
     });
     if ok {
         return Ok(());

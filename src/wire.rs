@@ -63,13 +63,13 @@ impl<R: Read> FrameReader<R> {
     /// Blocks until the next non-blank frame is read. Returns `Ok(None)` at end of input
     /// (a final line without LF is still returned first) and `Err` on a read error.
     pub fn next_frame(&mut self) -> io::Result<Option<Frame<'_>>> {
+        // The previous frame may have held credentials: do not leave them lying around.
+        self.line.fill(0);
         // Give back the memory of an earlier big frame.
         if self.line.capacity() > 4 * READ_CHUNK {
             self.line = Vec::with_capacity(READ_CHUNK);
         }
         loop {
-            // The previous frame may have held credentials: do not leave them lying around.
-            self.line.fill(0);
             self.line.clear();
             self.tail.clear();
             let Some(size) = self.read_line()? else {
@@ -320,7 +320,7 @@ fn first_byte(raw: &RawValue) -> u8 {
 }
 
 /// Parses an error object sent by a peer; a malformed one becomes a -32603 error that says so.
-pub fn parse_error_object(raw: &RawValue) -> RpcError {
+pub(crate) fn parse_error_object(raw: &RawValue) -> RpcError {
     serde_json::from_str(raw.get()).unwrap_or_else(|e| {
         RpcError::new(
             codes::INTERNAL_ERROR,
@@ -331,15 +331,15 @@ pub fn parse_error_object(raw: &RawValue) -> RpcError {
 
 /// What the first bytes of an oversized frame reveal.
 #[derive(Debug, Default, PartialEq)]
-pub struct Head {
+pub(crate) struct Head {
     /// The top-level `id`, when it appears in the head.
-    pub id: Option<Id>,
+    pub(crate) id: Option<Id>,
     /// Whether a top-level `method` key appears in the head (a request, not a response).
-    pub has_method: bool,
+    pub(crate) has_method: bool,
 }
 
 /// Scans the head of a truncated frame for its top-level `id` and `method` keys.
-pub fn scan_head(head: &[u8]) -> Head {
+pub(crate) fn scan_head(head: &[u8]) -> Head {
     let mut out = Head::default();
     let mut s = Scanner { b: head, i: 0 };
     s.ws();
@@ -376,7 +376,7 @@ pub fn scan_head(head: &[u8]) -> Head {
 /// Finds a top-level `id` written as the last member of a frame: the tail then ends with
 /// `"id" : <scalar> }`, and a member right before the object's final brace can only belong
 /// to the top-level object.
-pub fn scan_tail(tail: &[u8]) -> Option<Id> {
+pub(crate) fn scan_tail(tail: &[u8]) -> Option<Id> {
     let t = trim_end(tail).strip_suffix(b"}")?;
     let t = trim_end(t);
     let start = scalar_start(t)?;
@@ -542,7 +542,7 @@ pub fn write_request<P: Serialize + ?Sized>(
 
 /// Serializes compactly (never a raw newline). A value that fails to serialize, which
 /// only a broken `Serialize` impl can cause, is written as `null` and logged.
-pub fn serialize_into<T: Serialize + ?Sized>(out: &mut Vec<u8>, value: &T) {
+pub(crate) fn serialize_into<T: Serialize + ?Sized>(out: &mut Vec<u8>, value: &T) {
     let mark = out.len();
     if let Err(e) = serde_json::to_writer(&mut *out, value) {
         log::error!("executa: value failed to serialize, sent as null: {e}");
@@ -553,7 +553,7 @@ pub fn serialize_into<T: Serialize + ?Sized>(out: &mut Vec<u8>, value: &T) {
 
 /// Appends raw JSON text, replacing any CR/LF (legal only as white space between tokens,
 /// since JSON strings cannot hold them raw) so the frame stays one line.
-pub fn push_one_line(out: &mut Vec<u8>, json: &[u8]) {
+pub(crate) fn push_one_line(out: &mut Vec<u8>, json: &[u8]) {
     let start = out.len();
     out.extend_from_slice(json);
     for b in &mut out[start..] {
@@ -861,7 +861,7 @@ mod robustness {
             let mut stream = Vec::new();
             for _ in 0..(rng.next() % 64) {
                 stream.extend_from_slice(rng.pick(PIECES));
-                if rng.next() % 5 == 0 {
+                if rng.next().is_multiple_of(5) {
                     stream.push(b'\n');
                 }
             }

@@ -145,10 +145,21 @@ fn reverse_calls_and_progress_are_checked_when_the_smoke_invoke_makes_them() {
 }
 
 #[test]
-fn v1_only_plugin_is_reported_as_such_and_passes() {
+fn a_plugin_that_never_answers_initialize_fails_with_the_stall() {
     let r = check::run(&py("no_initialize.py", &[]), &impatient());
+    fails_with(&r, "initialize", "never answered", &[]);
+    assert!(
+        r.line("initialize").unwrap().detail.contains("-32601"),
+        "{}",
+        render(&r)
+    );
+}
+
+#[test]
+fn a_v1_plugin_answering_32601_is_reported_as_such_and_passes() {
+    let r = check::run(&py("flawed.py", &["init_not_found"]), &impatient());
     let line = r.line("initialize").unwrap();
-    assert_eq!(line.outcome, Outcome::Warn, "{}", render(&r));
+    assert_eq!(line.outcome, Outcome::Pass, "{}", render(&r));
     assert!(line.detail.contains("v1-only"), "{}", render(&r));
     assert!(r.passed(), "{}", render(&r));
 }
@@ -258,11 +269,9 @@ fn manifest_and_envelope_pitfalls_fail_with_the_right_reason() {
 }
 
 #[test]
-fn a_plugin_dropping_the_agents_initialize_id_0_is_not_a_clean_pass() {
+fn a_plugin_dropping_the_agents_initialize_id_0_fails() {
     let r = check::run(&py("flawed.py", &["falsy_id"]), &impatient());
-    let line = r.line("initialize").unwrap();
-    assert_eq!(line.outcome, Outcome::Warn, "{}", render(&r));
-    assert!(line.detail.contains("id 0"), "{}", render(&r));
+    fails_with(&r, "initialize", "id 0", &[]);
 }
 
 #[test]

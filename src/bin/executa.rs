@@ -53,7 +53,8 @@ OPTIONS (every command):
     --first-launch            allow 60 s for describe (first launch of a onefile binary)
     --quiet                   do not relay the plugin's stderr
     -h, --help                show help
-    -V, --version             show the version (`executa --version`)
+
+    executa -V | --version    show the version
 
 EXIT STATUS:
     0 success; 1 the plugin failed a check, returned success:false or an error;
@@ -79,7 +80,9 @@ fn main() -> ExitCode {
 fn run(argv: Vec<String>) -> Result<ExitCode, Usage> {
     let mut args = Args::new(argv);
     let Some(command) = args.next_token() else {
-        return Err(Usage::Help(HELP.to_owned()));
+        return Err(Usage::Error(
+            "a command is required (check, describe, call, bench)".into(),
+        ));
     };
     match command.as_str() {
         "-h" | "--help" => Err(Usage::Help(HELP.to_owned())),
@@ -87,7 +90,13 @@ fn run(argv: Vec<String>) -> Result<ExitCode, Usage> {
             "executa {}\n",
             env!("CARGO_PKG_VERSION")
         ))),
-        "help" => Err(Usage::Help(help_for(args.next_token().as_deref()))),
+        "help" => match args.next_token() {
+            None => Err(Usage::Help(HELP.to_owned())),
+            Some(c) if matches!(c.as_str(), "check" | "describe" | "call" | "bench") => {
+                Err(Usage::Help(help_for(Some(&c))))
+            }
+            Some(c) => Err(Usage::Error(format!("no help for unknown command `{c}`"))),
+        },
         "check" => check::run(args),
         "describe" => describe::run(args),
         "call" => call::run(args),

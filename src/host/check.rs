@@ -312,13 +312,16 @@ impl Checker<'_> {
             (Some(ProtocolVersion::V2), _) => {
                 run.push("initialize", Outcome::Pass, format!("v2 negotiated in {took}"));
             }
+            // Silence is not a v1 answer: every start of such a plugin stalls for the whole
+            // initialize timeout before the Agent falls back. A -32601 is the v1 answer.
             (_, Some(why)) if why.starts_with("no answer") => run.push(
                 "initialize",
-                Outcome::Warn,
+                Outcome::Fail,
                 format!(
-                    "v1-only: {why}; every start waits this long. Answer initialize, or -32601 to say \
-                     v1 at once (v1 has no sampling, storage or progress). The Agent sends initialize \
-                     with id 0: a plugin that takes a falsy id for a notification never answers it"
+                    "never answered ({why}): every start stalls this long before the Agent falls \
+                     back to v1. Answer initialize, or reply -32601 to say v1 at once (v1 has no \
+                     sampling, storage or progress). The Agent sends initialize with id 0: a plugin \
+                     that takes a falsy id for a notification never answers it"
                 ),
             ),
             (_, why) => run.push(

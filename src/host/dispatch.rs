@@ -378,60 +378,21 @@ fn prepare(
     })
 }
 
-/// The reverse-method families the Agent gates.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Family {
-    Sampling,
-    Storage,
-    Other,
-}
-
-impl Family {
-    fn of(method: &str) -> Family {
-        if method == "sampling/createMessage" || method == "agent/complete" {
-            Family::Sampling
-        } else if method.starts_with("storage/") || method.starts_with("files/") {
-            Family::Storage
-        } else {
-            Family::Other
-        }
-    }
-}
-
 /// Whether a capability string makes the platform mint a `storage_token` (one predicate
-/// for the mint and every gate: `aps`, `aps.kv`, `aps.files` or any `aps.scope.*`).
+/// for the mint: `aps`, `aps.kv`, `aps.files` or any `aps.scope.*`).
 pub(crate) fn grants_storage(cap: &str) -> bool {
     matches!(cap, "aps" | "aps.kv" | "aps.files") || cap.starts_with("aps.scope.")
 }
 
+/// Refuses a reverse call the Agent would refuse, by the same rule and with the same codes
+/// as the plugin side checks before sending (`crate::reverse::gate`), so `executa check`
+/// never passes a call the plugin's own runtime would refuse, or the other way round.
 fn gate(shared: &Shared, method: &str) -> Result<(), RpcError> {
-    let family = Family::of(method);
-    let not_negotiated =
-        |why: &str| RpcError::with_code(codes::SAMPLING_NOT_NEGOTIATED, "NOT_NEGOTIATED", why);
-    let not_granted =
-        |why: &str| RpcError::with_code(codes::STORAGE_NOT_GRANTED, "STORAGE_NOT_GRANTED", why);
-    if shared.protocol() == Some(ProtocolVersion::V1) {
-        let why = "reverse RPC needs a v2 session, and initialize fell back to 1.1";
-        return Err(match family {
-            Family::Sampling => not_negotiated(why),
-            Family::Storage => not_granted(why),
-            Family::Other => {
-                RpcError::with_code(codes::METHOD_NOT_FOUND, "REVERSE_RPC_DISABLED", why)
-            }
-        });
-    }
-    let Some(manifest) = shared.manifest() else {
-        return Ok(());
-    };
-    let caps = &manifest.host_capabilities;
-    match family {
-        Family::Sampling if !caps.iter().any(|c| c == "llm.sample") => Err(not_negotiated(
-            "sampling needs `llm.sample` in the manifest's host_capabilities",
-        )),
-        Family::Storage if !caps.iter().any(|c| grants_storage(c)) => Err(not_granted(
-            "storage needs `aps.kv` (or `aps.files`) in the manifest's host_capabilities",
-        )),
-        _ => Ok(()),
+    let v2 = shared.protocol() != Some(ProtocolVersion::V1);
+    match shared.manifest() {
+        Some(manifest) => crate::reverse::gate(method, &manifest.host_capabilities, v2),
+        None if !v2 => crate::reverse::gate(method, &[], false),
+        None => Ok(()),
     }
 }
 

@@ -188,7 +188,7 @@ impl RestartPolicy {
 /// Where the lines a plugin writes on stderr go. Each line is prefixed `[plugin:<name>] `.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum StderrRelay {
-    /// To the `log` facade (target `executa::plugin`, level info) when a logger accepts it,
+    /// To the `log` facade (target `executa::relay`, level info) when a logger accepts it,
     /// otherwise to this process's stderr.
     #[default]
     Auto,

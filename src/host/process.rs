@@ -1,4 +1,4 @@
-//! One plugin process without supervision: spawn, three I/O threads, requests with timeouts,
+//! One plugin process without supervision: spawn, three I/O threads and an exit watcher, requests with timeouts,
 //! the lifecycle calls, and the Agent's shutdown sequence. [`crate::host::Host`] wraps this
 //! with restarts; `executa check` drives it directly to watch a plugin misbehave.
 
@@ -76,7 +76,7 @@ pub(crate) struct ExitNotify {
     pub(crate) generation: u64,
 }
 
-/// State shared by the caller-facing handle and the three I/O threads.
+/// State shared by the caller-facing handle and the I/O threads and the exit watcher.
 pub(crate) struct Shared {
     pub(crate) label: String,
     pub(crate) pid: u32,
@@ -463,7 +463,7 @@ pub struct PluginProcess {
 }
 
 impl PluginProcess {
-    /// Starts the plugin with piped stdio and its three I/O threads, with `handlers`
+    /// Starts the plugin with piped stdio and its three I/O threads and exit watcher, with `handlers`
     /// answering its reverse calls. Sends nothing: call [`PluginProcess::initialize`] and
     /// [`PluginProcess::describe`] next. Fails with [`Error::Io`] when the program cannot
     /// be started.

@@ -154,10 +154,10 @@ fn relay_line(relay: StderrRelay, label: &str, text: &str) {
         StderrRelay::Quiet => return,
         StderrRelay::Log => true,
         StderrRelay::Stderr => false,
-        StderrRelay::Auto => log::log_enabled!(target: "executa::plugin", log::Level::Info),
+        StderrRelay::Auto => log::log_enabled!(target: "executa::relay", log::Level::Info),
     };
     if to_log {
-        log::info!(target: "executa::plugin", "[plugin:{label}] {text}");
+        log::info!(target: "executa::relay", "[plugin:{label}] {text}");
     } else {
         // Best effort: if our own stderr is closed there is nowhere left to say so.
         let _ = writeln!(io::stderr().lock(), "[plugin:{label}] {text}");

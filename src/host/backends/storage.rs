@@ -328,7 +328,7 @@ fn encode_cursor(key: &str) -> String {
 }
 
 fn decode_cursor(cursor: &str) -> Option<String> {
-    if cursor.len() % 2 != 0 {
+    if !cursor.len().is_multiple_of(2) {
         return None;
     }
     let bytes: Option<Vec<u8>> = (0..cursor.len())
