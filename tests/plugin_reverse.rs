@@ -41,12 +41,12 @@ fn client_timeout_of(req: &Msg) -> f64 {
 /// Checks the shape every reverse request must have and returns its id.
 /// Invokes `sample` and returns the sampling request it makes to the host.
 fn start_sample(p: &mut Conn, id: i64, prompt: &str, invoke_id: &str) -> Msg {
-    p.invoke_ctx(
-        id,
-        "sample",
-        json!({ "prompt": prompt }),
-        json!({ "invoke_id": invoke_id }),
-    );
+    start_sample_ctx(p, id, prompt, json!({ "invoke_id": invoke_id }))
+}
+
+/// As `start_sample`, with a whole invoke context.
+fn start_sample_ctx(p: &mut Conn, id: i64, prompt: &str, context: Value) -> Msg {
+    p.invoke_ctx(id, "sample", json!({ "prompt": prompt }), context);
     p.recv_request("sampling/createMessage")
 }
 
@@ -218,13 +218,12 @@ fn client_timeout_follows_the_invoke_deadline() {
     let mut p = Conn::spawn();
     let sent_at = now_ms();
     let deadline = sent_at + 20_000;
-    p.invoke_ctx(
+    let req = start_sample_ctx(
+        &mut p,
         1,
-        "sample",
-        json!({ "prompt": "d" }),
+        "d",
         json!({ "invoke_id": "inv-d", "deadline_ms": deadline }),
     );
-    let req = p.recv_request("sampling/createMessage");
     assert_eq!(invoke_id_of(&req), "inv-d");
     let t = client_timeout_of(&req);
     let max = (deadline - sent_at) as f64 / 1000.0;
@@ -241,13 +240,12 @@ fn client_timeout_follows_the_invoke_deadline() {
 fn a_host_that_never_answers_times_out_while_health_is_served() {
     let mut p = Conn::spawn();
     let deadline = now_ms() + 2000;
-    p.invoke_ctx(
+    let req = start_sample_ctx(
+        &mut p,
         1,
-        "sample",
-        json!({ "prompt": "silence" }),
+        "silence",
         json!({ "invoke_id": "inv-t", "deadline_ms": deadline }),
     );
-    let req = p.recv_request("sampling/createMessage");
     assert_eq!(invoke_id_of(&req), "inv-t");
     assert!(client_timeout_of(&req) <= 2.0);
     // The plugin keeps serving while the handler waits.
@@ -281,13 +279,12 @@ fn a_host_that_never_answers_times_out_while_health_is_served() {
 fn a_late_answer_after_a_timeout_is_dropped() {
     let mut p = Conn::spawn();
     let deadline = now_ms() + 1500;
-    p.invoke_ctx(
+    let req = start_sample_ctx(
+        &mut p,
         1,
-        "sample",
-        json!({ "prompt": "late" }),
+        "late",
         json!({ "invoke_id": "inv-late", "deadline_ms": deadline }),
     );
-    let req = p.recv_request("sampling/createMessage");
     let reply = p.recv_until_id("1").0;
     assert!(reply.failure().contains("timed out"), "{}", reply.raw);
     // Now the answer arrives, too late: nothing is written for it and serving goes on.
