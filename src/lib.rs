@@ -12,6 +12,7 @@ pub mod files;
 mod health;
 pub mod host;
 pub mod id;
+mod lock;
 mod logger;
 pub mod manifest;
 mod options;

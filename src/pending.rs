@@ -142,9 +142,7 @@ impl Pending {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Table> {
-        // A panic while holding this lock cannot leave the table inconsistent (every
-        // critical section is a single map operation), so poisoning is ignored.
-        self.table.lock().unwrap_or_else(|p| p.into_inner())
+        crate::lock::lock(&self.table)
     }
 }
 

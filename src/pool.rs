@@ -86,11 +86,11 @@ impl<J: Waiting> Pool<J> {
     }
 
     fn state(&self) -> MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
+        crate::lock::lock(&self.state)
     }
 
     fn deferred(&self) -> MutexGuard<'_, Deferred<J>> {
-        self.deferred.lock().unwrap_or_else(|p| p.into_inner())
+        crate::lock::lock(&self.deferred)
     }
 
     /// Counts a job about to be queued. Returns `true` when the caller must start one

@@ -81,7 +81,7 @@ impl InvokeLink {
     }
 
     fn usage(&self) -> MutexGuard<'_, Usage> {
-        self.usage.lock().unwrap_or_else(|p| p.into_inner())
+        crate::lock::lock(&self.usage)
     }
 }
 

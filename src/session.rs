@@ -52,7 +52,7 @@ pub(crate) struct Session(Mutex<Negotiated>);
 
 impl Session {
     fn lock(&self) -> std::sync::MutexGuard<'_, Negotiated> {
-        self.0.lock().unwrap_or_else(|p| p.into_inner())
+        crate::lock::lock(&self.0)
     }
 
     /// A copy of everything negotiated.

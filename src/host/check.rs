@@ -6,7 +6,7 @@
 //! is not a frame, then closes stdin and times the exit. Each step becomes a [`CheckLine`].
 
 use std::fmt;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
@@ -18,6 +18,7 @@ use super::{
     ReverseCall, ScriptedSampling, Service, ShutdownReport,
 };
 use crate::error::{Error, RpcError, codes};
+use crate::lock::lock;
 use crate::manifest::Manifest;
 use crate::session::ProtocolVersion;
 
@@ -167,7 +168,7 @@ pub fn run_with(
         .service(storage.clone())
         .service(Arc::new(ScriptedSampling::echo()));
     let handlers = handlers.on_progress(move |p| {
-        let mut s = seen.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut s = lock(&seen);
         s.total += 1;
         if !p.active {
             s.uncorrelated += 1;
@@ -221,10 +222,7 @@ impl Default for ScopeWatch {
 
 impl ScopeWatch {
     fn refused(&self) -> Vec<String> {
-        self.refused
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()
+        lock(&self.refused).clone()
     }
 }
 
@@ -242,7 +240,7 @@ impl Service for ScopeWatch {
                 || "no scope (the default is \"app\")".to_owned(),
                 |s| format!("scope {s}"),
             );
-            let mut refused = self.refused.lock().unwrap_or_else(PoisonError::into_inner);
+            let mut refused = lock(&self.refused);
             if refused.len() < 8 {
                 refused.push(format!("{} with {scope}", call.method));
             }
@@ -535,7 +533,7 @@ impl Checker<'_> {
         const NAME: &str = "progress";
         // Events are delivered on their own thread; let the last ones land.
         self.p.sync_progress(Duration::from_secs(1));
-        let seen = *events.lock().unwrap_or_else(PoisonError::into_inner);
+        let seen = *lock(events);
         match seen {
             ProgressSeen { total: 0, .. } => run.push(NAME, Outcome::Skip, "the check's invokes sent none"),
             ProgressSeen { total, uncorrelated: 0 } => {

@@ -63,14 +63,9 @@ pub use process::PluginProcess;
 pub use types::{ExitStage, Handshake, HealthReport, InvokeResult, ShutdownReport, StdoutNoise};
 
 use std::io;
-use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::thread::{self, JoinHandle};
 
-/// Locks a mutex, recovering from poisoning: every structure guarded here stays valid
-/// between statements, so a panic elsewhere must not take the host down with it.
-pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(PoisonError::into_inner)
-}
+pub(crate) use crate::lock::lock;
 
 /// Spawns a named thread.
 pub(crate) fn spawn_named<F>(name: String, f: F) -> io::Result<JoinHandle<()>>
