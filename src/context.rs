@@ -24,7 +24,7 @@ use crate::secret::Secret;
 /// Reverse calls to the host ([`Invocation::call`], [`Invocation::sampling`],
 /// [`Invocation::storage`], ...) are stamped with this invoke's id automatically.
 pub struct Invocation {
-    tool: String,
+    tool: Arc<str>,
     credentials: Vec<(String, Secret)>,
     tokens: Vec<(String, Secret)>,
     plugin_name: Option<String>,
@@ -33,7 +33,7 @@ pub struct Invocation {
 
 impl Invocation {
     pub(crate) fn new(
-        tool: String,
+        tool: Arc<str>,
         context: Option<&RawValue>,
         legacy: LegacyFields,
         link: impl FnOnce(Option<String>, Option<SystemTime>) -> Arc<InvokeLink>,

@@ -210,7 +210,7 @@ impl Runtime {
         if let Some(t) = p.storage_token {
             legacy.tokens.push(("storage_token", t));
         }
-        let name = self.tools[tool].spec.name.clone();
+        let name = self.tools[tool].name.clone();
         let peer = &self.peer;
         let invocation = Invocation::new(name, p.context, legacy, |invoke_id, deadline| {
             InvokeLink::new(invoke_id, deadline, peer.clone())

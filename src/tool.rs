@@ -1,6 +1,7 @@
 //! A tool: its manifest entry and its handler.
 
 use std::fmt;
+use std::sync::Arc;
 
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -122,6 +123,8 @@ pub(crate) type Handler = Box<
 /// assert_eq!(tool.spec().name, "shout");
 /// ```
 pub struct Tool {
+    /// The name, shared with every invocation of the tool (no copy per invoke).
+    pub(crate) name: Arc<str>,
     pub(crate) spec: ToolSpec,
     pub(crate) params: Vec<Param>,
     pub(crate) handler: Handler,
@@ -147,9 +150,11 @@ impl Tool {
             serde_json::to_writer(&mut *out, &data)
                 .map_err(|e| ToolError::new(format!("tool result failed to serialize: {e}")))
         });
+        let name: String = name.into();
         Tool {
+            name: Arc::from(name.as_str()),
             spec: ToolSpec {
-                name: name.into(),
+                name,
                 description: description.into(),
                 parameters: Value::Array(Vec::new()),
                 timeout: None,
