@@ -4,46 +4,40 @@
 #[cfg(not(unix))]
 compile_error!("executa supports Unix only: it relies on pipes, signals and file descriptors");
 
-mod context;
-mod dispatch;
+// Shared by both sides: the wire format, ids, errors, the output writer, the manifest,
+// the protocol's rules, secrets, and the one libc module.
 pub mod error;
-mod events;
-pub mod files;
-mod health;
-pub mod host;
 pub mod id;
 mod lock;
 mod logger;
 pub mod manifest;
-mod options;
-mod pending;
-mod plugin;
-mod pool;
-mod reader;
-pub mod reverse;
-mod runtime;
-pub mod sampling;
+mod protocol;
 mod secret;
-mod session;
 mod spin;
-pub mod storage;
 mod sys;
-mod tool;
+mod threads;
 pub mod wire;
 mod writer;
 
-pub use context::Invocation;
+// The plugin side: the builder and the runtime.
+mod plugin;
+
+// The host side: drive any plugin the way the Agent does.
+#[cfg(feature = "host")]
+pub mod host;
+
 pub use error::{Error, Result, RpcError};
-pub use health::{Health, HealthStatus};
 pub use id::Id;
 pub use logger::{LOG_ENV, init_logger};
 pub use manifest::{CredentialSpec, Manifest, Param, ParamType, ToolSpec};
-pub use options::Options;
-pub use plugin::Plugin;
-pub use reverse::InvokeHandle;
-pub use runtime::{StopReason, Stopped};
-pub use sampling::{CreateMessage, ResponseFormat, SamplingMessage, SamplingResult};
+pub use plugin::reverse::sampling::{
+    CreateMessage, ResponseFormat, SamplingMessage, SamplingResult,
+};
+pub use plugin::reverse::storage::Scope;
+pub use plugin::reverse::{self, files, sampling, storage};
+pub use plugin::{
+    Health, HealthStatus, Invocation, InvokeHandle, Negotiated, Options, Plugin, StopReason,
+    Stopped, Tool, ToolError,
+};
+pub use protocol::ProtocolVersion;
 pub use secret::Secret;
-pub use session::{Negotiated, ProtocolVersion};
-pub use storage::Scope;
-pub use tool::{Tool, ToolError};

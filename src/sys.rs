@@ -46,6 +46,7 @@ fn redirect(from: i32, to: i32) -> io::Result<()> {
 }
 
 /// Sends SIGTERM/SIGKILL-style signals to a child process (used by the host side).
+#[cfg(feature = "host")]
 pub(crate) fn send_signal(pid: u32, signal: i32) -> io::Result<()> {
     let pid = i32::try_from(pid).map_err(|_| io::Error::other("pid out of range"))?;
     // SAFETY: kill(2) has no memory-safety preconditions.
@@ -58,6 +59,7 @@ pub(crate) fn send_signal(pid: u32, signal: i32) -> io::Result<()> {
 }
 
 /// Sends a signal to every process in the process group `pgid` (`kill(-pgid, signal)`).
+#[cfg(feature = "host")]
 pub(crate) fn send_signal_group(pgid: u32, signal: i32) -> io::Result<()> {
     let pgid = i32::try_from(pgid).map_err(|_| io::Error::other("pid out of range"))?;
     if pgid <= 1 {

@@ -7,8 +7,6 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, SendTimeoutError, Sender, TrySendError, bounded};
 
-use crate::events::{Event, Notifier};
-
 /// Frames the outgoing queue holds: enough run-ahead that a burst of replies is written
 /// with one `write(2)`.
 pub(crate) const OUT_QUEUE: usize = 1024;
@@ -148,24 +146,6 @@ impl Outbox {
             }
         }
     }
-}
-
-/// Runs the writer loop until `Close`, until every sender is gone, or until a write fails.
-/// Flushes whenever the queue is empty, so a burst of frames costs one write.
-pub(crate) fn run<W: Write>(output: W, inbox: Inbox, events: Notifier, spin: Duration) {
-    let mut out = BufWriter::with_capacity(64 * 1024, output);
-    match pump(&mut out, &inbox, spin) {
-        Ok(()) => {}
-        Err(e) if e.kind() == io::ErrorKind::BrokenPipe => {
-            log::info!("executa: host closed our stdout; stopping");
-            events.notify(Event::OutputBroken);
-        }
-        Err(e) => {
-            log::error!("executa: writing to the host failed: {e}");
-            events.notify(Event::OutputBroken);
-        }
-    }
-    events.notify(Event::WriterDone);
 }
 
 /// Writes frames until `Close` or until every sender is gone, flushing whenever the queue

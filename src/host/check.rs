@@ -20,7 +20,7 @@ use super::{
 use crate::error::{Error, RpcError, codes};
 use crate::lock::lock;
 use crate::manifest::Manifest;
-use crate::session::ProtocolVersion;
+use crate::protocol::ProtocolVersion;
 
 /// The tool name used to probe unknown-tool handling.
 pub const UNKNOWN_TOOL: &str = "__executa_check_no_such_tool__";

@@ -17,62 +17,15 @@ use crossbeam_channel::{Receiver, Sender, TrySendError, bounded};
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
-use super::lock;
 use super::options::HostOptions;
-use super::process::Shared;
-use super::spawn_named;
+use super::service::{HandlerFn, Progress, ProgressFn, ReverseCall, Service};
+use super::shared::Shared;
 use crate::error::{RpcError, codes};
 use crate::id::Id;
-use crate::session::ProtocolVersion;
+use crate::lock::lock;
+use crate::protocol::ProtocolVersion;
+use crate::threads::spawn as spawn_named;
 use crate::wire;
-
-/// A handler for one reverse method.
-pub type HandlerFn = dyn Fn(&ReverseCall) -> Result<Value, RpcError> + Send + Sync;
-
-/// A progress callback.
-pub type ProgressFn = dyn Fn(&Progress) + Send + Sync;
-
-/// A backend answering a family of reverse methods (for example `storage/*`).
-pub trait Service: Send + Sync {
-    /// Whether this service answers `method`.
-    fn handles(&self, method: &str) -> bool;
-    /// Answers one call. Runs on a reverse-call worker thread; it may block, but while it
-    /// does that worker serves nothing else.
-    fn call(&self, call: &ReverseCall) -> Result<Value, RpcError>;
-}
-
-/// One reverse call from the plugin, as a handler sees it.
-#[derive(Clone, Debug)]
-pub struct ReverseCall {
-    /// The method, e.g. `sampling/createMessage`.
-    pub method: String,
-    /// The params with the routing fields `context` and `_clientTimeoutS` removed
-    /// (an empty object when the plugin sent none).
-    pub params: Value,
-    /// The invoke this call belongs to (resolved as the Agent does; see
-    /// [`HostOptions::strict_invoke_context`]).
-    pub invoke_id: Option<String>,
-    /// The plugin's own timeout hint (`_clientTimeoutS`).
-    pub client_timeout: Option<Duration>,
-    /// The request id as the plugin sent it.
-    pub id: Id,
-}
-
-/// One `executa/progress` notification.
-#[derive(Clone, Debug)]
-pub struct Progress {
-    /// `params.context.invoke_id`, which correlates the event with its invoke.
-    pub invoke_id: Option<String>,
-    /// `progress` or `tool_update` (any other type is reported as `progress`, as the Agent
-    /// does, so a plugin cannot fake other states).
-    pub kind: String,
-    /// `params.data`.
-    pub data: Value,
-    /// Whether `invoke_id` names an invoke in flight at the time (the Agent drops the rest).
-    pub active: bool,
-    /// The label of the plugin that sent it.
-    pub plugin: String,
-}
 
 /// The reverse-call handlers and progress callback of a host.
 #[derive(Clone, Default)]
@@ -385,13 +338,13 @@ pub(crate) fn grants_storage(cap: &str) -> bool {
 }
 
 /// Refuses a reverse call the Agent would refuse, by the same rule and with the same codes
-/// as the plugin side checks before sending (`crate::reverse::gate`), so `executa check`
+/// as the plugin side checks before sending (`crate::protocol::gate`), so `executa check`
 /// never passes a call the plugin's own runtime would refuse, or the other way round.
 fn gate(shared: &Shared, method: &str) -> Result<(), RpcError> {
     let v2 = shared.protocol() != Some(ProtocolVersion::V1);
     match shared.manifest() {
-        Some(manifest) => crate::reverse::gate(method, &manifest.host_capabilities, v2),
-        None if !v2 => crate::reverse::gate(method, &[], false),
+        Some(manifest) => crate::protocol::gate(method, &manifest.host_capabilities, v2),
+        None if !v2 => crate::protocol::gate(method, &[], false),
         None => Ok(()),
     }
 }

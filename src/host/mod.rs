@@ -37,40 +37,35 @@
 //! nowhere else: never a log line, never a `Debug` output, never the environment.
 
 mod backends;
+mod calls;
 pub mod check;
 mod client;
 mod command;
 mod context;
+mod core;
 mod dispatch;
+mod exit;
 pub mod lint;
 mod options;
 mod pending;
 mod process;
 mod reader;
+mod service;
+mod shared;
+mod shutdown;
 mod signal;
 mod stderr;
 mod supervisor;
 mod types;
 mod writer;
 
+pub use self::core::{HostState, HostStatus};
 pub use backends::{MAX_ENTRIES, MAX_VALUE_BYTES, MemoryStorage, ScriptedSampling};
-pub use client::{Host, HostState, HostStatus};
+pub use client::Host;
 pub use command::PluginCommand;
 pub use context::{InvokeOptions, new_invoke_id};
-pub use dispatch::{HandlerFn, Handlers, Progress, ProgressFn, ReverseCall, Service};
+pub use dispatch::Handlers;
 pub use options::{HostOptions, RestartPolicy, ShutdownPolicy, StderrRelay};
 pub use process::PluginProcess;
+pub use service::{HandlerFn, Progress, ProgressFn, ReverseCall, Service};
 pub use types::{ExitStage, Handshake, HealthReport, InvokeResult, ShutdownReport, StdoutNoise};
-
-use std::io;
-use std::thread::{self, JoinHandle};
-
-pub(crate) use crate::lock::lock;
-
-/// Spawns a named thread.
-pub(crate) fn spawn_named<F>(name: String, f: F) -> io::Result<JoinHandle<()>>
-where
-    F: FnOnce() + Send + 'static,
-{
-    thread::Builder::new().name(name).spawn(f)
-}

@@ -9,8 +9,8 @@ use std::sync::Mutex;
 use crossbeam_channel::{Receiver, Sender, bounded};
 use serde_json::value::RawValue;
 
-use super::lock;
 use crate::error::{Error, Result};
+use crate::lock::lock;
 
 /// What a waiting caller receives: the raw `result`, or the error that ended the call.
 pub(crate) type Reply = Result<Box<RawValue>>;

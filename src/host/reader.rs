@@ -13,7 +13,7 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 
 use super::dispatch::{Dispatcher, Job};
-use super::process::Shared;
+use super::shared::Shared;
 use crate::error::{Error, RpcError, codes};
 use crate::id::Id;
 use crate::wire::{self, Frame, FrameReader, Message};

@@ -7,8 +7,8 @@ use std::io::{self, BufRead, BufReader, Read, Write};
 use std::sync::{Condvar, Mutex};
 use std::time::{Duration, Instant};
 
-use super::lock;
 use super::options::StderrRelay;
+use crate::lock::lock;
 
 /// Longest stderr line kept or relayed; the rest of a longer line is drained and counted.
 const MAX_LINE: usize = 8 * 1024;

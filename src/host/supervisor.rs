@@ -7,17 +7,9 @@ use std::time::Instant;
 
 use crossbeam_channel::{Receiver, RecvTimeoutError};
 
-use super::client::{Core, HostState, Session};
-use super::lock;
-
-/// What the supervisor is told.
-pub(crate) enum Event {
-    /// The process of this generation ended: it exited (seen by its watcher or at stdout's
-    /// end of file), or closed its stdout and will be made to exit.
-    Exited(u64),
-    /// The host is shutting down.
-    Stop,
-}
+use super::core::{Core, HostState, Session};
+use super::exit::Event;
+use crate::lock::lock;
 
 /// Blocks on the event queue: between exits the supervisor has nothing else to do. Ends on
 /// [`Event::Stop`] (sent by `Host::shutdown`, which `Host`'s drop runs).

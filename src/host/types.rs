@@ -9,7 +9,7 @@ use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
 use crate::error::{Error, Result};
-use crate::session::ProtocolVersion;
+use crate::protocol::ProtocolVersion;
 
 /// The outcome of the `initialize` handshake.
 #[derive(Clone, Debug, PartialEq)]

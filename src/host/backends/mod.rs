@@ -9,17 +9,3 @@ mod storage;
 
 pub use sampling::ScriptedSampling;
 pub use storage::{MAX_ENTRIES, MAX_VALUE_BYTES, MemoryStorage};
-
-use crate::error::RpcError;
-
-/// The storage family's `INVALID_REQUEST` (-32028).
-pub(crate) fn invalid(why: &str) -> RpcError {
-    RpcError::with_code(-32028, "INVALID_REQUEST", why)
-}
-
-/// FNV-1a, 64 bits: a stable digest for etags (std's hasher is randomly keyed).
-pub(crate) fn fnv1a(bytes: &[u8]) -> u64 {
-    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| {
-        (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
-    })
-}

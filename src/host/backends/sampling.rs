@@ -8,9 +8,9 @@ use std::sync::Mutex;
 
 use serde_json::{Map, Value, json};
 
-use super::super::dispatch::{ReverseCall, Service};
-use super::super::lock;
 use crate::error::{Error, Result, RpcError, codes};
+use crate::host::service::{ReverseCall, Service};
+use crate::lock::lock;
 
 const PROVIDER_ERROR: i64 = -32003;
 const INVALID_REQUEST: i64 = -32004;

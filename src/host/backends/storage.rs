@@ -9,10 +9,9 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde_json::{Value, json};
 
-use super::super::dispatch::{ReverseCall, Service};
-use super::super::lock;
-use super::{fnv1a, invalid};
 use crate::error::RpcError;
+use crate::host::service::{ReverseCall, Service};
+use crate::lock::lock;
 
 /// The platform's KV value limit (about 64 KB).
 pub const MAX_VALUE_BYTES: usize = 64 * 1024;
@@ -366,6 +365,18 @@ fn rfc3339(ms: u64) -> String {
         rem % 60,
         ms % 1000
     )
+}
+
+/// The storage family's `INVALID_REQUEST` (-32028).
+fn invalid(why: &str) -> RpcError {
+    RpcError::with_code(-32028, "INVALID_REQUEST", why)
+}
+
+/// FNV-1a, 64 bits: a stable digest for etags (std's hasher is randomly keyed).
+fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
+    })
 }
 
 #[cfg(test)]

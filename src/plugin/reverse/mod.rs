@@ -7,6 +7,17 @@
 //! smaller of the method's default timeout, the caller's, and the invoke's deadline; when
 //! stdin closes, every waiting call fails at once.
 
+pub mod files;
+pub(crate) mod pending;
+pub mod sampling;
+pub mod storage;
+
+pub use crate::protocol::{
+    DEFAULT_MAX_SAMPLING_CALLS, DEFAULT_MAX_TOKENS_PER_CALL, MAX_PROGRESS_BYTES,
+    MAX_PROGRESS_PER_SECOND, MAX_SAMPLING_TOKENS_PER_INVOKE, MAX_STORAGE_CALLS_PER_INVOKE,
+    default_timeout,
+};
+
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -19,23 +30,12 @@ use serde_json::value::RawValue;
 use serde_json::{Map, Value, json};
 
 use crate::error::{Error, Result, RpcError, codes};
-use crate::pending::Pending;
-use crate::session::Session;
+use crate::protocol::gate;
 use crate::wire;
 use crate::writer::{Outbox, SendFailure};
 
-/// Sampling: calls per invoke when the host did not say (`maxCallsPerInvoke`).
-pub const DEFAULT_MAX_SAMPLING_CALLS: u64 = 8;
-/// Sampling: `maxTokens` per call when the host did not say (`maxTokensPerCall`).
-pub const DEFAULT_MAX_TOKENS_PER_CALL: u64 = 8192;
-/// Sampling: total tokens per invoke.
-pub const MAX_SAMPLING_TOKENS_PER_INVOKE: u64 = 32_000;
-/// Storage and files: calls per invoke (the `storage_token`'s `max_calls`).
-pub const MAX_STORAGE_CALLS_PER_INVOKE: u64 = 200;
-/// Progress: events per second per invoke; more are dropped.
-pub const MAX_PROGRESS_PER_SECOND: usize = 50;
-/// Progress: bytes per event; a larger one is dropped.
-pub const MAX_PROGRESS_BYTES: usize = 8 * 1024;
+use super::session::{Negotiated, Session};
+use pending::Pending;
 
 /// The plugin's connection to its host, shared by the reader and every invoke.
 pub(crate) struct Peer {
@@ -155,7 +155,7 @@ impl InvokeHandle {
     }
 
     /// What `initialize` negotiated (all defaults when the host never sent it).
-    pub fn negotiated(&self) -> crate::session::Negotiated {
+    pub fn negotiated(&self) -> Negotiated {
         self.0.peer.session.get()
     }
 
@@ -226,21 +226,6 @@ impl InvokeHandle {
             self.0.usage().progress_dropped += 1;
         }
         sent
-    }
-
-    /// The sampling client (`sampling/createMessage`).
-    pub fn sampling(&self) -> crate::sampling::Sampling<'_> {
-        crate::sampling::Sampling(self)
-    }
-
-    /// The key/value storage client (`storage/*`).
-    pub fn storage(&self) -> crate::storage::Storage<'_> {
-        crate::storage::Storage(self)
-    }
-
-    /// The object store client (`files/*`).
-    pub fn files(&self) -> crate::files::Files<'_> {
-        crate::files::Files(self)
     }
 
     /// How many progress events of this invoke were dropped so far.
@@ -404,201 +389,5 @@ fn send_and_wait(
                 .closed_reason()
                 .unwrap_or_else(|| "the host went away".into()),
         )),
-    }
-}
-
-/// The default timeout of a reverse method, as the official SDKs use.
-pub fn default_timeout(method: &str) -> Duration {
-    let secs = match method.split('/').next().unwrap_or("") {
-        "sampling" | "agent" => 90,
-        "storage" | "embeddings" => 30,
-        "host" => 120,
-        _ => 60,
-    };
-    Duration::from_secs(secs)
-}
-
-/// A capability family: which manifest strings unlock it and how the host refuses it.
-struct Family {
-    prefix: &'static str,
-    needs: &'static [&'static str],
-    code: i64,
-    symbol: &'static str,
-}
-
-const FAMILIES: &[Family] = &[
-    Family {
-        prefix: "sampling/",
-        needs: &["llm.sample"],
-        code: codes::SAMPLING_NOT_NEGOTIATED,
-        symbol: "NOT_NEGOTIATED",
-    },
-    Family {
-        prefix: "agent/complete",
-        needs: &["llm.sample"],
-        code: -32041,
-        symbol: "NOT_GRANTED",
-    },
-    Family {
-        prefix: "agent/",
-        needs: &["llm.agent.auto", "llm.agent.fixed"],
-        code: -32041,
-        symbol: "NOT_GRANTED",
-    },
-    Family {
-        prefix: "storage/",
-        needs: &["aps.kv"],
-        code: codes::STORAGE_NOT_GRANTED,
-        symbol: "STORAGE_NOT_GRANTED",
-    },
-    Family {
-        prefix: "files/",
-        needs: &["aps.files"],
-        code: codes::STORAGE_NOT_GRANTED,
-        symbol: "STORAGE_NOT_GRANTED",
-    },
-    Family {
-        prefix: "host/uploadFile",
-        needs: &["host.upload"],
-        code: -32210,
-        symbol: "UPLOAD_NOT_NEGOTIATED",
-    },
-    Family {
-        prefix: "image/edit",
-        needs: &["llm.image.edit"],
-        code: -32107,
-        symbol: "IMAGE_NOT_NEGOTIATED",
-    },
-    Family {
-        prefix: "image/",
-        needs: &["llm.image"],
-        code: -32107,
-        symbol: "IMAGE_NOT_NEGOTIATED",
-    },
-    Family {
-        prefix: "embeddings/",
-        needs: &["llm.embed"],
-        code: -32507,
-        symbol: "EMBEDDINGS_NOT_NEGOTIATED",
-    },
-    Family {
-        prefix: "web/search",
-        needs: &["web.search"],
-        code: -32526,
-        symbol: "WEB_NOT_NEGOTIATED",
-    },
-    Family {
-        prefix: "web/fetch",
-        needs: &["web.fetch"],
-        code: -32526,
-        symbol: "WEB_NOT_NEGOTIATED",
-    },
-    Family {
-        prefix: "web/image_search",
-        needs: &["web.image_search"],
-        code: -32526,
-        symbol: "WEB_NOT_NEGOTIATED",
-    },
-    Family {
-        prefix: "web/image_fetch",
-        needs: &["web.image_fetch"],
-        code: -32526,
-        symbol: "WEB_NOT_NEGOTIATED",
-    },
-    Family {
-        prefix: "video/",
-        needs: &["llm.video"],
-        code: -32120,
-        symbol: "VIDEO_NOT_NEGOTIATED",
-    },
-    Family {
-        prefix: "audio/speak",
-        needs: &["llm.audio.speak"],
-        code: -32140,
-        symbol: "AUDIO_NOT_NEGOTIATED",
-    },
-];
-
-/// Refuses a reverse call the host would refuse for a missing declaration or a v1
-/// session, with the host's code. `credentials/*` needs no capability string (a declared
-/// credential drives it) and methods this crate does not know are passed through.
-pub(crate) fn gate(method: &str, declared: &[String], v2: bool) -> Result<(), RpcError> {
-    let family = FAMILIES.iter().find(|f| method.starts_with(f.prefix));
-    if !v2 {
-        let msg = format!(
-            "`{method}` is unavailable: the session is not protocol 2.0, which reverse RPC needs"
-        );
-        return Err(match family {
-            Some(f) => RpcError::with_code(f.code, f.symbol, msg),
-            None => RpcError::with_code(codes::METHOD_NOT_FOUND, "REVERSE_RPC_DISABLED", msg),
-        });
-    }
-    let Some(family) = family else {
-        return Ok(());
-    };
-    let storage = matches!(family.prefix, "storage/" | "files/");
-    let ok = declared.iter().any(|d| {
-        family.needs.contains(&d.as_str())
-            || (storage && (d == "aps" || d.starts_with("aps.scope.")))
-    });
-    if ok {
-        return Ok(());
-    }
-    let msg = format!(
-        "`{method}` needs `{}` in the manifest's host_capabilities (add it with Plugin::capability)",
-        family.needs[0]
-    );
-    Err(RpcError::with_code(family.code, family.symbol, msg))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn caps(list: &[&str]) -> Vec<String> {
-        list.iter().map(|s| s.to_string()).collect()
-    }
-
-    #[test]
-    fn gating_uses_the_hosts_codes() {
-        let none = caps(&[]);
-        assert_eq!(
-            gate("sampling/createMessage", &none, true)
-                .unwrap_err()
-                .code,
-            -32008
-        );
-        assert_eq!(gate("storage/get", &none, true).unwrap_err().code, -32021);
-        assert!(
-            gate("storage/get", &none, true)
-                .unwrap_err()
-                .message
-                .contains("aps.kv")
-        );
-        assert!(gate("sampling/createMessage", &caps(&["llm.sample"]), true).is_ok());
-        assert_eq!(
-            gate("sampling/createMessage", &caps(&["llm.sample"]), false)
-                .unwrap_err()
-                .code,
-            -32008
-        );
-        assert!(gate("storage/set", &caps(&["aps.scope.user.write"]), true).is_ok());
-        assert!(gate("files/list", &caps(&["aps.kv"]), true).is_err());
-        assert!(gate("credentials/getToken", &none, true).is_ok());
-        assert_eq!(
-            gate("credentials/getToken", &none, false).unwrap_err().code,
-            -32601
-        );
-        assert!(gate("some/future", &none, true).is_ok());
-    }
-
-    #[test]
-    fn default_timeouts_follow_the_sdks() {
-        assert_eq!(
-            default_timeout("sampling/createMessage"),
-            Duration::from_secs(90)
-        );
-        assert_eq!(default_timeout("storage/get"), Duration::from_secs(30));
-        assert_eq!(default_timeout("files/list"), Duration::from_secs(60));
     }
 }

@@ -8,7 +8,7 @@ use serde::de::DeserializeOwned;
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
-use crate::context::Invocation;
+use super::context::Invocation;
 use crate::manifest::{Param, ToolSpec};
 
 /// Why a tool handler did not produce data.

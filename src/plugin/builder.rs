@@ -4,13 +4,14 @@ use std::io::{Read, Write};
 
 use serde_json::value::RawValue;
 
+use super::health::Health;
+use super::options::Options;
+use super::runtime::{self, Stopped};
+use super::service::{HealthHook, Parts};
+use super::session::init_key;
+use super::tool::Tool;
 use crate::error::{Error, Result};
-use crate::health::Health;
 use crate::manifest::{CredentialSpec, Manifest};
-use crate::options::Options;
-use crate::runtime::{self, Parts, Stopped};
-use crate::session::init_key;
-use crate::tool::Tool;
 
 /// An Executa plugin under construction.
 ///
@@ -34,7 +35,7 @@ use crate::tool::Tool;
 pub struct Plugin {
     manifest: Manifest,
     tools: Vec<Tool>,
-    health: Option<runtime::HealthHook>,
+    health: Option<HealthHook>,
     opts: Options,
 }
 

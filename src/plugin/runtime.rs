@@ -9,28 +9,17 @@
 //! The main thread waits for an event (signal, end of input, broken output), drains
 //! in-flight invokes within the grace period, flushes the writer, and returns.
 
-use std::io::{Read, Write};
-use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::io::{self, BufWriter, Read, Write};
 use std::sync::Arc;
-use std::sync::atomic::AtomicBool;
-use std::thread;
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::{Receiver, RecvTimeoutError, bounded};
-use serde_json::value::RawValue;
+use crossbeam_channel::bounded;
 
-use crate::dispatch::{InvokeJob, Job};
-use crate::error::{Error, Result};
-use crate::events::{self, Event, Events, Notifier};
-use crate::health::Health;
-use crate::options::Options;
-use crate::pending::Pending;
-use crate::pool::Pool;
-use crate::reverse::Peer;
-use crate::session::Session;
-use crate::spin;
-use crate::tool::Tool;
-use crate::writer::{self, Outbox};
+use crate::error::Result;
+use crate::writer::{self, Inbox};
+
+use super::events::{self, Event, Events, Notifier};
+use super::service::{Parts, Service};
 
 /// The least time the final flush gets, even when draining used the whole grace period.
 const FLUSH_FLOOR: Duration = Duration::from_millis(200);
@@ -60,38 +49,6 @@ pub struct Stopped {
     pub abandoned: usize,
 }
 
-pub(crate) type HealthHook = Box<dyn Fn() -> Health + Send + Sync>;
-
-/// Everything the threads share.
-pub(crate) struct Runtime {
-    pub name: String,
-    pub version: String,
-    pub manifest_json: Box<RawValue>,
-    pub tools: Vec<Tool>,
-    pub uses: Vec<&'static str>,
-    pub health: Option<HealthHook>,
-    pub opts: Options,
-    pub peer: Arc<Peer>,
-    pub accepting: AtomicBool,
-    pub pool: Pool<InvokeJob>,
-    pub events: Notifier,
-    jobs: Receiver<Job>,
-    /// How long idle threads poll their queue before sleeping (see `spin`).
-    spin: Duration,
-}
-
-/// The parts of a plugin the runtime needs.
-pub(crate) struct Parts {
-    pub name: String,
-    pub version: String,
-    pub manifest_json: Box<RawValue>,
-    pub tools: Vec<Tool>,
-    pub capabilities: Vec<String>,
-    pub uses: Vec<&'static str>,
-    pub health: Option<HealthHook>,
-    pub opts: Options,
-}
-
 /// Serves until the input ends, the output breaks, or (with `signals`) SIGTERM/SIGINT.
 /// Blocks for the whole life of the plugin.
 pub(crate) fn serve<R, W>(parts: Parts, input: R, output: W, signals: bool) -> Result<Stopped>
@@ -112,16 +69,16 @@ where
     let (outbox, inbox) = writer::channel();
     let (jobs_tx, jobs_rx) = bounded(JOB_QUEUE);
     let writer_events = notifier.try_clone()?;
-    let writer_spin = spin::effective(parts.opts.spin);
-    let writer = spawn("executa-writer", move || {
-        writer::run(output, inbox, writer_events, writer_spin)
+    let writer_spin = crate::spin::effective(parts.opts.spin);
+    let writer = crate::threads::spawn("executa-writer".into(), move || {
+        write_loop(output, inbox, writer_events, writer_spin)
     })?;
-    let rt = Arc::new(Runtime::new(parts, outbox, notifier, jobs_rx));
+    let rt = Arc::new(Service::new(parts, outbox, notifier, jobs_rx));
     let dispatch_rt = rt.clone();
-    spawn("executa-dispatch", move || dispatch_rt.work(true))?;
+    crate::threads::spawn("executa-dispatch".into(), move || dispatch_rt.work(true))?;
     let reader_rt = rt.clone();
-    spawn("executa-reader", move || {
-        crate::reader::run(input, reader_rt, jobs_tx)
+    crate::threads::spawn("executa-reader".into(), move || {
+        super::reader::run(input, reader_rt, jobs_tx)
     })?;
 
     let mut watch = Watch {
@@ -175,7 +132,7 @@ impl Watch {
 }
 
 /// Waits for the first stop event, then drains within the grace period.
-fn supervise(rt: &Runtime, watch: &mut Watch) -> Result<Stopped> {
+fn supervise(rt: &Service, watch: &mut Watch) -> Result<Stopped> {
     let reason = loop {
         match watch.events.wait(None)? {
             Some(Event::InputClosed) => break StopReason::InputClosed,
@@ -227,7 +184,7 @@ fn supervise(rt: &Runtime, watch: &mut Watch) -> Result<Stopped> {
 }
 
 /// Flushes and stops the writer within the grace period; a second signal cuts it short.
-fn flush(rt: &Runtime, watch: &mut Watch, stopped: Stopped) -> Result<Stopped> {
+fn flush(rt: &Service, watch: &mut Watch, stopped: Stopped) -> Result<Stopped> {
     if stopped.reason == StopReason::SecondSignal {
         // The operator wants out now: give the writer only a moment.
         if rt.peer.out.close(Duration::from_millis(100)) {
@@ -269,87 +226,20 @@ fn flush(rt: &Runtime, watch: &mut Watch, stopped: Stopped) -> Result<Stopped> {
     }
 }
 
-fn spawn<F: FnOnce() + Send + 'static>(name: &str, f: F) -> Result<thread::JoinHandle<()>> {
-    thread::Builder::new()
-        .name(name.to_owned())
-        .spawn(f)
-        .map_err(Error::Io)
-}
-
-impl Runtime {
-    fn new(parts: Parts, out: Outbox, events: Notifier, jobs: Receiver<Job>) -> Runtime {
-        let spin = spin::effective(parts.opts.spin);
-        let peer = Arc::new(Peer {
-            out,
-            pending: Pending::new("ex-"),
-            session: Session::default(),
-            capabilities: parts.capabilities,
-        });
-        Runtime {
-            name: parts.name,
-            version: parts.version,
-            manifest_json: parts.manifest_json,
-            pool: Pool::new(parts.opts.max_concurrent_invokes),
-            tools: parts.tools,
-            uses: parts.uses,
-            health: parts.health,
-            opts: parts.opts,
-            peer,
-            accepting: AtomicBool::new(true),
-            events,
-            jobs,
-            spin,
+/// Runs the writer loop until `Close`, until every sender is gone, or until a write fails.
+/// Flushes whenever the queue is empty, so a burst of frames costs one write.
+fn write_loop<W: Write>(output: W, inbox: Inbox, events: Notifier, spin: Duration) {
+    let mut out = BufWriter::with_capacity(64 * 1024, output);
+    match writer::pump(&mut out, &inbox, spin) {
+        Ok(()) => {}
+        Err(e) if e.kind() == io::ErrorKind::BrokenPipe => {
+            log::info!("executa: host closed our stdout; stopping");
+            events.notify(Event::OutputBroken);
+        }
+        Err(e) => {
+            log::error!("executa: writing to the host failed: {e}");
+            events.notify(Event::OutputBroken);
         }
     }
-
-    /// The index of a tool by name. Plugins have a handful of tools, so a linear scan of
-    /// short strings is as fast as hashing and keeps the binary small.
-    pub(crate) fn tool_index(&self, name: &str) -> Option<usize> {
-        self.tools.iter().position(|t| t.spec.name == name)
-    }
-
-    /// Starts one extra worker thread (already counted by the pool).
-    pub(crate) fn spawn_worker(self: &Arc<Self>) {
-        let rt = self.clone();
-        if let Err(e) = spawn("executa-worker", move || rt.work(false)) {
-            log::error!("executa: could not start a worker thread: {e}");
-            self.pool.spawn_failed();
-        }
-    }
-
-    /// The loop of the dispatch thread (`permanent`) and of extra workers, which exit
-    /// after `worker_linger` without work.
-    fn work(&self, permanent: bool) {
-        loop {
-            let job = if permanent {
-                spin::recv(&self.jobs, self.spin).map_err(|_| RecvTimeoutError::Disconnected)
-            } else {
-                spin::recv_timeout(&self.jobs, self.spin, self.opts.worker_linger)
-            };
-            match job {
-                Ok(job) => {
-                    self.pool.took();
-                    // Handlers are already isolated; this guards the runtime's own code so
-                    // a bug there cannot leave a thread counted busy forever.
-                    if catch_unwind(AssertUnwindSafe(|| self.handle(job))).is_err() {
-                        log::error!(
-                            "executa: internal error while handling a request (see the panic above)"
-                        );
-                    }
-                    if self.pool.done() {
-                        self.events.notify(Event::Drained);
-                    }
-                }
-                Err(RecvTimeoutError::Timeout) => {
-                    if self.pool.may_exit() {
-                        return;
-                    }
-                }
-                Err(RecvTimeoutError::Disconnected) => {
-                    self.pool.exit();
-                    return;
-                }
-            }
-        }
-    }
+    events.notify(Event::WriterDone);
 }

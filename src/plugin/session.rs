@@ -12,14 +12,7 @@ use std::sync::Mutex;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
-/// The protocol version a session runs.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ProtocolVersion {
-    /// v1.1: no reverse RPC.
-    V1,
-    /// v2.0: reverse RPC available.
-    V2,
-}
+use crate::protocol::ProtocolVersion;
 
 /// What the host offered in `initialize` and what was agreed.
 #[derive(Clone, Debug, Default)]

@@ -5,9 +5,9 @@ use std::collections::BTreeMap;
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
+use super::InvokeHandle;
+use super::storage::{Deleted, Scope};
 use crate::error::Result;
-use crate::reverse::InvokeHandle;
-use crate::storage::{Deleted, Scope};
 
 /// The answer to `files/upload_begin`. Sources disagree on the shape, so both are
 /// accepted: `{upload_id, put_url, headers}` (working examples, SDKs) and
@@ -97,6 +97,13 @@ pub struct FileList {
 /// The files client of one invoke; needs `aps.files` in `host_capabilities`. Each call
 /// blocks for the host's answer (default 60 s, capped by the deadline).
 pub struct Files<'a>(pub(crate) &'a InvokeHandle);
+
+impl InvokeHandle {
+    /// The object store client (`files/*`).
+    pub fn files(&self) -> Files<'_> {
+        Files(self)
+    }
+}
 
 impl Files<'_> {
     /// Starts an upload; then `PUT` the bytes to [`UploadTicket::url`] and call

@@ -4,8 +4,8 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
+use super::InvokeHandle;
 use crate::error::Result;
-use crate::reverse::InvokeHandle;
 
 /// Which bucket a key or file lives in.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -100,6 +100,13 @@ pub(crate) struct Deleted {
 /// blocks for the host's answer (default 30 s, capped by the deadline) and counts against
 /// the 200 storage calls an invoke may make.
 pub struct Storage<'a>(pub(crate) &'a InvokeHandle);
+
+impl InvokeHandle {
+    /// The key/value storage client (`storage/*`).
+    pub fn storage(&self) -> Storage<'_> {
+        Storage(self)
+    }
+}
 
 impl Storage<'_> {
     /// Reads a key.

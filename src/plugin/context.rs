@@ -11,7 +11,11 @@ use serde::de::{Deserialize, Deserializer, IgnoredAny, MapAccess, Visitor};
 use serde_json::Value;
 use serde_json::value::RawValue;
 
-use crate::reverse::{InvokeHandle, InvokeLink};
+use super::reverse::files::Files;
+use super::reverse::sampling::Sampling;
+use super::reverse::storage::Storage;
+use super::reverse::{InvokeHandle, InvokeLink};
+use super::session::Negotiated;
 use crate::secret::Secret;
 
 /// One running `invoke`, as its handler sees it.
@@ -97,7 +101,7 @@ impl Invocation {
 
     /// What `initialize` negotiated (defaults when the host never sent it): the protocol
     /// version, the host's sampling limits, `fileTransport`, its capability offer.
-    pub fn negotiated(&self) -> crate::Negotiated {
+    pub fn negotiated(&self) -> Negotiated {
         self.handle.negotiated()
     }
 
@@ -140,17 +144,17 @@ impl Invocation {
     }
 
     /// The sampling client (needs `llm.sample`).
-    pub fn sampling(&self) -> crate::sampling::Sampling<'_> {
+    pub fn sampling(&self) -> Sampling<'_> {
         self.handle.sampling()
     }
 
     /// The key/value storage client (needs `aps.kv`).
-    pub fn storage(&self) -> crate::storage::Storage<'_> {
+    pub fn storage(&self) -> Storage<'_> {
         self.handle.storage()
     }
 
     /// The object store client (needs `aps.files`).
-    pub fn files(&self) -> crate::files::Files<'_> {
+    pub fn files(&self) -> Files<'_> {
         self.handle.files()
     }
 

@@ -5,8 +5,8 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
+use super::InvokeHandle;
 use crate::error::Result;
-use crate::reverse::InvokeHandle;
 
 /// One message of a sampling request or result: `{role, content:{type:"text", text}}`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -223,6 +223,13 @@ impl SamplingResult {
 
 /// The sampling client of one invoke; needs `llm.sample` in `host_capabilities`.
 pub struct Sampling<'a>(pub(crate) &'a InvokeHandle);
+
+impl InvokeHandle {
+    /// The sampling client (`sampling/createMessage`).
+    pub fn sampling(&self) -> Sampling<'_> {
+        Sampling(self)
+    }
+}
 
 impl Sampling<'_> {
     /// Sends the request and blocks for the completion (default timeout 90 s, capped by

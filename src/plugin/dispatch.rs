@@ -3,77 +3,26 @@
 
 use std::borrow::Cow;
 use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
+use crossbeam_channel::RecvTimeoutError;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use serde_json::value::RawValue;
 
-use crate::context::{Invocation, LegacyFields};
 use crate::error::{RpcError, codes};
-use crate::health::Health;
 use crate::id::Id;
-use crate::pool::Admit;
-use crate::reverse::InvokeLink;
-use crate::runtime::Runtime;
 use crate::secret::wipe;
-use crate::wire;
+use crate::{spin, wire};
 
-/// A unit of work for the dispatch side.
-pub(crate) enum Job {
-    /// A host request (`id` = `None`: a notification).
-    Request {
-        id: Option<Id>,
-        method: Method,
-        params: Option<Box<RawValue>>,
-    },
-    /// A frame the reader already judged invalid: answer with this error.
-    Reject { id: Id, error: RpcError },
-}
-
-/// Host methods, recognised once by the reader so workers match on an enum.
-#[derive(Debug)]
-pub(crate) enum Method {
-    Initialize,
-    Describe,
-    Invoke,
-    Health,
-    Shutdown,
-    Other(String),
-}
-
-impl Method {
-    pub fn parse(name: &str) -> Method {
-        match name {
-            "invoke" => Method::Invoke,
-            "describe" => Method::Describe,
-            "health" => Method::Health,
-            "initialize" => Method::Initialize,
-            "shutdown" => Method::Shutdown,
-            other => Method::Other(other.to_owned()),
-        }
-    }
-}
-
-/// An invoke ready to run.
-pub(crate) struct InvokeJob {
-    id: Id,
-    tool: usize,
-    arguments: Box<RawValue>,
-    invocation: Invocation,
-    /// Admitted straight to a slot (not waiting in the deferred list).
-    admitted_early: bool,
-}
-
-impl crate::pool::Waiting for InvokeJob {
-    fn weight(&self) -> usize {
-        self.arguments.get().len()
-    }
-
-    fn defer(&mut self) {
-        self.admitted_early = false;
-    }
-}
+use super::context::{Invocation, LegacyFields};
+use super::events::Event;
+use super::health::Health;
+use super::job::{InvokeJob, Job, Method};
+use super::pool::Admit;
+use super::reverse::InvokeLink;
+use super::service::Service;
 
 #[derive(Deserialize)]
 struct InvokeParams<'a> {
@@ -91,7 +40,52 @@ struct InvokeParams<'a> {
     storage_token: Option<String>,
 }
 
-impl Runtime {
+impl Service {
+    /// Starts one extra worker thread (already counted by the pool).
+    pub(crate) fn spawn_worker(self: &Arc<Self>) {
+        let rt = self.clone();
+        if let Err(e) = crate::threads::spawn("executa-worker".into(), move || rt.work(false)) {
+            log::error!("executa: could not start a worker thread: {e}");
+            self.pool.spawn_failed();
+        }
+    }
+
+    /// The loop of the dispatch thread (`permanent`) and of extra workers, which exit
+    /// after `worker_linger` without work.
+    pub(crate) fn work(&self, permanent: bool) {
+        loop {
+            let job = if permanent {
+                spin::recv(&self.jobs, self.spin).map_err(|_| RecvTimeoutError::Disconnected)
+            } else {
+                spin::recv_timeout(&self.jobs, self.spin, self.opts.worker_linger)
+            };
+            match job {
+                Ok(job) => {
+                    self.pool.took();
+                    // Handlers are already isolated; this guards the runtime's own code so
+                    // a bug there cannot leave a thread counted busy forever.
+                    if catch_unwind(AssertUnwindSafe(|| self.handle(job))).is_err() {
+                        log::error!(
+                            "executa: internal error while handling a request (see the panic above)"
+                        );
+                    }
+                    if self.pool.done() {
+                        self.events.notify(Event::Drained);
+                    }
+                }
+                Err(RecvTimeoutError::Timeout) => {
+                    if self.pool.may_exit() {
+                        return;
+                    }
+                }
+                Err(RecvTimeoutError::Disconnected) => {
+                    self.pool.exit();
+                    return;
+                }
+            }
+        }
+    }
+
     /// Handles one job on the calling thread.
     pub(crate) fn handle(&self, job: Job) {
         match job {

@@ -8,15 +8,16 @@ use std::time::Duration;
 use crossbeam_channel::{SendTimeoutError, Sender, TrySendError};
 use serde_json::json;
 
-use crate::dispatch::{Job, Method};
 use crate::error::{RpcError, codes};
-use crate::events::Event;
 use crate::id::Id;
-use crate::runtime::Runtime;
 use crate::wire::{self, Frame, FrameReader, Message};
 
+use super::events::Event;
+use super::job::{Job, Method};
+use super::service::Service;
+
 /// Reads until end of input, then fails every waiting reverse call and reports.
-pub(crate) fn run<R: Read>(input: R, rt: Arc<Runtime>, jobs: Sender<Job>) {
+pub(crate) fn run<R: Read>(input: R, rt: Arc<Service>, jobs: Sender<Job>) {
     let mut frames = FrameReader::new(input, rt.opts.max_frame_bytes);
     let why = loop {
         match frames.next_frame() {
@@ -36,7 +37,7 @@ pub(crate) fn run<R: Read>(input: R, rt: Arc<Runtime>, jobs: Sender<Job>) {
     rt.events.notify(Event::InputClosed);
 }
 
-fn on_line(rt: &Arc<Runtime>, jobs: &Sender<Job>, line: &[u8]) {
+fn on_line(rt: &Arc<Service>, jobs: &Sender<Job>, line: &[u8]) {
     let job = match wire::parse(line) {
         Message::Request { id, method, params } => Job::Request {
             id: id.map(Id::from_raw),
@@ -87,7 +88,7 @@ fn on_line(rt: &Arc<Runtime>, jobs: &Sender<Job>, line: &[u8]) {
     enqueue(rt, jobs, job);
 }
 
-fn on_oversized(rt: &Arc<Runtime>, jobs: &Sender<Job>, head: &[u8], tail: &[u8], size: usize) {
+fn on_oversized(rt: &Arc<Service>, jobs: &Sender<Job>, head: &[u8], tail: &[u8], size: usize) {
     let max = rt.opts.max_frame_bytes;
     let mut head = wire::scan_head(head);
     if head.id.is_none() {
@@ -124,7 +125,7 @@ fn on_oversized(rt: &Arc<Runtime>, jobs: &Sender<Job>, head: &[u8], tail: &[u8],
 /// Queues a job. When the queue is full the reader waits for room, since that holds the
 /// flood back at the pipe; but it never waits while a handler is waiting on the host,
 /// whose answer may be right behind in the input: then the request is refused as busy.
-fn enqueue(rt: &Arc<Runtime>, jobs: &Sender<Job>, job: Job) {
+fn enqueue(rt: &Arc<Service>, jobs: &Sender<Job>, job: Job) {
     let spawn = rt.pool.enqueue();
     if spawn {
         rt.spawn_worker();
@@ -147,7 +148,7 @@ fn enqueue(rt: &Arc<Runtime>, jobs: &Sender<Job>, job: Job) {
     }
 }
 
-fn refuse_busy(rt: &Runtime, job: Job) {
+fn refuse_busy(rt: &Service, job: Job) {
     let (id, error) = match job {
         Job::Request { id: Some(id), .. } => (
             id,

@@ -1,0 +1,421 @@
+//! The state one plugin process shares between the caller-facing handle, its I/O threads
+//! and its exit watcher: the pending calls, the output queue, the child, what was
+//! negotiated, and how the end of the process is noticed and reported.
+
+use std::collections::HashSet;
+use std::io;
+use std::process::{Child, ExitStatus};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{Receiver, RecvTimeoutError};
+use serde::Serialize;
+use serde_json::value::RawValue;
+
+use super::exit::{End, Event, ExitNotify};
+use super::options::HostOptions;
+use super::pending::Pending;
+use super::signal::{self, Signal};
+use super::stderr::StderrTail;
+use super::types::{Handshake, StdoutNoise, snippet};
+use crate::error::{Error, Result, RpcError};
+use crate::id::Id;
+use crate::lock::lock;
+use crate::manifest::Manifest;
+use crate::protocol::ProtocolVersion;
+use crate::wire;
+use crate::writer::{Outbox, SendFailure};
+
+/// How long the reader waits, after stdout closes, for the exit status and the last stderr
+/// lines, so that the error failing pending calls can name them. A process normally exits
+/// within microseconds of closing stdout; this bound only matters when it does not.
+pub(super) const EXIT_NOTICE_WAIT: Duration = Duration::from_millis(1000);
+pub(super) const STDERR_NOTICE_WAIT: Duration = Duration::from_millis(300);
+/// Bound on handing a reverse-call answer to the writer.
+pub(super) const REPLY_SEND_WAIT: Duration = Duration::from_secs(5);
+/// Bound on waiting for the I/O threads after the process is gone.
+pub(super) const THREAD_JOIN_WAIT: Duration = Duration::from_millis(500);
+/// Most stdout noise samples kept.
+pub(super) const NOISE_SAMPLES: usize = 8;
+/// How often the watcher thread polls for the child's exit. std has no timed or
+/// non-reaping wait, and the shutdown sequence must keep signalling and reaping the same
+/// `Child`, so the watcher polls `try_wait` under the child's lock instead of blocking in
+/// `wait()`. This bounds how late a crash is noticed when the plugin's stdout stays open.
+pub(super) const WATCH_INTERVAL: Duration = Duration::from_millis(50);
+/// After the child exits, how long the watcher leaves the reader to reach stdout's end of
+/// file (and so settle replies still in the pipe) before concluding that another process
+/// (a helper the plugin started) holds stdout open, and reporting the exit itself.
+pub(super) const STDOUT_EOF_WAIT: Duration = Duration::from_millis(300);
+/// Bound on handing `Close` to the writer when the process is already gone: the writer is
+/// then idle or about to fail on the broken pipe, so this only matters when some helper
+/// holds stdin open and stopped reading.
+pub(super) const CLOSE_WAIT: Duration = Duration::from_millis(100);
+/// The id of `initialize`: the Agent sends it with id 0, so a plugin that mistakes a
+/// falsy id for a notification shows up here as it would in production.
+pub(super) const INITIALIZE_ID: u64 = 0;
+
+/// The child and its exit status once reaped.
+pub(super) struct ChildSlot {
+    pub(super) child: Child,
+    pub(super) status: Option<ExitStatus>,
+}
+
+/// State shared by the caller-facing handle and the I/O threads and the exit watcher.
+pub(crate) struct Shared {
+    pub(crate) label: String,
+    pub(crate) pid: u32,
+    pub(crate) opts: Arc<HostOptions>,
+    pub(super) next_id: AtomicU64,
+    pub(crate) pending: Pending,
+    pub(super) out: Outbox,
+    pub(super) child: Mutex<ChildSlot>,
+    pub(crate) stderr: Arc<StderrTail>,
+    pub(super) noise: Mutex<StdoutNoise>,
+    pub(super) closing: AtomicBool,
+    pub(super) replies: AtomicU64,
+    pub(super) reverse_calls: AtomicU64,
+    /// Reverse calls refused by the gates or the invoke routing (the first few).
+    pub(super) refusals: Mutex<Vec<String>>,
+    pub(super) negotiated: Mutex<Option<Handshake>>,
+    pub(super) manifest: Mutex<Option<Arc<Manifest>>>,
+    /// Invoke ids currently in flight, for routing reverse calls.
+    pub(crate) invokes: Mutex<HashSet<String>>,
+    pub(super) exit_notify: Option<ExitNotify>,
+    pub(super) started: Instant,
+    /// Set once the end of the process has been reported (by the reader or the watcher).
+    pub(super) ended: AtomicBool,
+    /// Set when the reader reaches the end of stdout.
+    pub(super) stdout_closed: AtomicBool,
+    /// Set once `initialize` has used [`INITIALIZE_ID`].
+    pub(super) initialize_sent: AtomicBool,
+}
+
+impl Shared {
+    /// Sends a request and blocks until its reply, the timeout, or the process's end.
+    pub(crate) fn request<P: Serialize + ?Sized>(
+        &self,
+        method: &str,
+        params: Option<&P>,
+        timeout: Duration,
+    ) -> Result<Box<RawValue>> {
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        self.request_as(id, method, params, timeout)
+    }
+
+    /// [`Shared::request`] under a chosen id (the caller keeps ids unique).
+    pub(super) fn request_as<P: Serialize + ?Sized>(
+        &self,
+        id: u64,
+        method: &str,
+        params: Option<&P>,
+        timeout: Duration,
+    ) -> Result<Box<RawValue>> {
+        let deadline = Instant::now() + timeout;
+        self.refuse_if_closing()?;
+        let id_json = Id::number(id);
+        let mut frame = Vec::with_capacity(128);
+        match params {
+            // Serialized before registering: arguments that cannot be serialized are the
+            // caller's error, never a request sent with `params: null`.
+            Some(p) => write_request_checked(&mut frame, &id_json, method, p)?,
+            None => write_bare_request(&mut frame, &id_json, method),
+        }
+        let rx = self.pending.register(id)?;
+        if let Err(e) = self.send_frame(frame, deadline, method, timeout) {
+            self.pending.cancel(id);
+            return Err(e);
+        }
+        let spin = crate::spin::effective(self.opts.spin);
+        let left = deadline.saturating_duration_since(Instant::now());
+        match crate::spin::recv_timeout(&rx, spin, left) {
+            Ok(reply) => reply,
+            Err(RecvTimeoutError::Timeout) => {
+                self.pending.cancel(id);
+                // The reply may have landed between the timeout and the cancel.
+                match rx.try_recv() {
+                    Ok(reply) => reply,
+                    Err(_) => Err(Error::Timeout {
+                        method: method.to_owned(),
+                        after: timeout,
+                    }),
+                }
+            }
+            Err(RecvTimeoutError::Disconnected) => Err(self.gone()),
+        }
+    }
+
+    pub(super) fn refuse_if_closing(&self) -> Result<()> {
+        if self.closing.load(Ordering::Acquire) {
+            let why = self.pending.closed_reason();
+            return Err(Error::Disconnected(why.unwrap_or_else(|| {
+                format!("plugin `{}` is shutting down", self.label)
+            })));
+        }
+        Ok(())
+    }
+
+    /// Queues a frame for the writer, waiting (until `deadline`) while the queue is full,
+    /// which happens only when the plugin stops reading its stdin.
+    pub(super) fn send_frame(
+        &self,
+        frame: Vec<u8>,
+        deadline: Instant,
+        method: &str,
+        timeout: Duration,
+    ) -> Result<()> {
+        if frame.len() > self.opts.max_frame_bytes {
+            return Err(Error::FrameTooLarge {
+                size: frame.len(),
+                max: self.opts.max_frame_bytes,
+            });
+        }
+        let left = deadline.saturating_duration_since(Instant::now());
+        match self.out.send_timeout(frame, left) {
+            Ok(()) => Ok(()),
+            Err(SendFailure::Timeout) => Err(Error::Timeout {
+                method: method.to_owned(),
+                after: timeout,
+            }),
+            Err(SendFailure::Closed) => Err(self.gone()),
+        }
+    }
+
+    /// Queues an answer to a reverse call, from a worker thread.
+    pub(crate) fn send_reply(&self, frame: Vec<u8>) {
+        if let Err(e) = self.out.send_timeout(frame, REPLY_SEND_WAIT) {
+            let why = match e {
+                SendFailure::Timeout => "the plugin is not reading its stdin",
+                SendFailure::Closed => "its stdin is closed",
+            };
+            log::warn!("[plugin:{}] reverse-call answer dropped: {why}", self.label);
+        }
+    }
+
+    /// Queues a frame from the reader thread, which must never block: dropped when full.
+    pub(crate) fn try_send(&self, frame: Vec<u8>) {
+        if !self.out.try_send(frame) {
+            log::warn!(
+                "[plugin:{}] write queue full or closed: an error answer was dropped",
+                self.label
+            );
+        }
+    }
+
+    /// The error for a call that finds the process gone.
+    pub(super) fn gone(&self) -> Error {
+        Error::Disconnected(
+            self.pending
+                .closed_reason()
+                .unwrap_or_else(|| format!("plugin `{}`: its stdin is closed", self.label)),
+        )
+    }
+
+    /// The exit status, reaping the child if it has exited; never blocks.
+    pub(crate) fn try_status(&self) -> Option<ExitStatus> {
+        let mut slot = lock(&self.child);
+        if slot.status.is_none()
+            && let Ok(Some(status)) = slot.child.try_wait()
+        {
+            slot.status = Some(status);
+        }
+        slot.status
+    }
+
+    /// Polls for the exit status until `timeout` (std has no timed wait on a child).
+    pub(crate) fn wait_status(&self, timeout: Duration) -> Option<ExitStatus> {
+        let deadline = Instant::now() + timeout;
+        let mut nap = Duration::from_millis(1);
+        loop {
+            if let Some(s) = self.try_status() {
+                return Some(s);
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return None;
+            }
+            thread::sleep(nap.min(left));
+            nap = (nap * 2).min(Duration::from_millis(20));
+        }
+    }
+
+    /// Signals the process's group unless the leader has been reaped (holding the lock
+    /// keeps the pid, and so the group id, ours).
+    pub(super) fn signal(&self, sig: Signal) {
+        let mut slot = lock(&self.child);
+        if slot.status.is_some() {
+            return;
+        }
+        if let Ok(Some(status)) = slot.child.try_wait() {
+            slot.status = Some(status);
+            return;
+        }
+        if let Err(e) = signal::send(self.pid, sig) {
+            log::debug!("[plugin:{}] {sig:?} failed: {e}", self.label);
+            if sig == Signal::Kill {
+                let _ = slot.child.kill();
+            }
+        }
+    }
+
+    /// Counts and samples a stdout line that was not a frame; logs the first few.
+    pub(crate) fn record_noise(&self, line: &[u8], is_json: bool) {
+        let text = snippet(&String::from_utf8_lossy(line));
+        let mut noise = lock(&self.noise);
+        if is_json {
+            noise.invalid += 1;
+        } else {
+            noise.non_json += 1;
+        }
+        if noise.samples.len() < NOISE_SAMPLES {
+            log::warn!(
+                "[plugin:{}] skipped a stdout line that is not a JSON-RPC frame (stdout is for frames only): {text}",
+                self.label
+            );
+            noise.samples.push(text);
+        }
+    }
+
+    pub(crate) fn count_reverse_call(&self) {
+        self.reverse_calls.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Remembers why a reverse call was refused before reaching a handler.
+    pub(crate) fn record_refusal(&self, method: &str, why: &RpcError) {
+        let mut refusals = lock(&self.refusals);
+        if refusals.len() < NOISE_SAMPLES {
+            refusals.push(format!("{method}: {why}"));
+        }
+    }
+
+    pub(crate) fn count_reply(&self) {
+        self.replies.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(crate) fn protocol(&self) -> Option<ProtocolVersion> {
+        lock(&self.negotiated).as_ref().and_then(|n| n.protocol)
+    }
+
+    pub(crate) fn manifest(&self) -> Option<Arc<Manifest>> {
+        lock(&self.manifest).clone()
+    }
+
+    /// Called by the reader when stdout reaches end of file or fails: fails every pending
+    /// call at once with an error naming the exit status and the last stderr lines, then
+    /// tells the supervisor (unless the watcher already did).
+    pub(crate) fn on_stdout_closed(&self, cause: Option<io::Error>) {
+        self.stdout_closed.store(true, Ordering::Release);
+        if self.ended.load(Ordering::Acquire) {
+            return;
+        }
+        let closing = self.closing.load(Ordering::Acquire);
+        let status = if closing {
+            self.try_status()
+        } else {
+            self.wait_status(EXIT_NOTICE_WAIT)
+        };
+        let end = match status {
+            Some(status) => End::Exited(status),
+            None => End::StdoutClosed(cause),
+        };
+        self.report_end(closing, end);
+    }
+
+    /// Called by the watcher once the child has exited (and been reaped). The reader
+    /// normally reaches end of file at the same moment and reports the exit with every
+    /// reply still in the pipe settled; it is given [`STDOUT_EOF_WAIT`] to do so. When
+    /// stdout stays open, a process the plugin started holds it: the exit is reported
+    /// from here, so pending calls fail now instead of at their timeouts.
+    pub(super) fn on_child_exited(&self, status: ExitStatus, stop: &Receiver<()>) {
+        let deadline = Instant::now() + STDOUT_EOF_WAIT;
+        while !self.stdout_closed.load(Ordering::Acquire) && Instant::now() < deadline {
+            if !matches!(
+                stop.recv_timeout(Duration::from_millis(5)),
+                Err(RecvTimeoutError::Timeout)
+            ) {
+                return; // shutdown took over
+            }
+        }
+        if self.stdout_closed.load(Ordering::Acquire) || self.closing.load(Ordering::Acquire) {
+            return;
+        }
+        self.report_end(false, End::ExitedStdoutHeld(status));
+    }
+
+    /// Fails every pending call with the reason the process ended and tells the
+    /// supervisor; only the first report counts.
+    pub(super) fn report_end(&self, closing: bool, end: End) {
+        if self.ended.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        self.stderr.wait_done(STDERR_NOTICE_WAIT);
+        let uptime = self.started.elapsed().as_secs_f64();
+        let label = &self.label;
+        let stderr = self.stderr.describe();
+        let reason = match (closing, end) {
+            (true, _) => format!("plugin `{label}` was shut down"),
+            (false, End::Exited(status)) => format!(
+                "plugin `{label}` exited unexpectedly ({status}) after {uptime:.3}s; {stderr}"
+            ),
+            (false, End::ExitedStdoutHeld(status)) => format!(
+                "plugin `{label}` exited unexpectedly ({status}) after {uptime:.3}s, leaving its \
+                 stdout open in a process it started; {stderr}"
+            ),
+            (false, End::StdoutClosed(cause)) => format!(
+                "plugin `{label}` closed its stdout{} but is still running; {stderr}",
+                cause.map(|e| format!(" ({e})")).unwrap_or_default(),
+            ),
+        };
+        if !closing {
+            log::warn!("{reason}");
+        }
+        self.pending.close(&reason);
+        if let Some(n) = &self.exit_notify {
+            let _ = n.tx.try_send(Event::Exited(n.generation));
+        }
+    }
+}
+
+/// The watcher thread: polls for the child's exit every [`WATCH_INTERVAL`] until it exits
+/// (then reports it, see [`Shared::on_child_exited`]) or until the shutdown sequence takes
+/// over (the stop channel's sender is dropped).
+pub(super) fn watch(shared: &Shared, stop: &Receiver<()>) {
+    loop {
+        if let Some(status) = shared.try_status() {
+            return shared.on_child_exited(status, stop);
+        }
+        match stop.recv_timeout(WATCH_INTERVAL) {
+            Err(RecvTimeoutError::Timeout) => {}
+            Ok(()) | Err(RecvTimeoutError::Disconnected) => return,
+        }
+    }
+}
+
+/// Like [`wire::write_request`], but fails instead of sending `params: null` when the
+/// params cannot be serialized (a map with non-string keys, a failing `Serialize`).
+pub(super) fn write_request_checked<P: Serialize + ?Sized>(
+    out: &mut Vec<u8>,
+    id: &Id,
+    method: &str,
+    params: &P,
+) -> Result<()> {
+    out.extend_from_slice(b"{\"jsonrpc\":\"2.0\",\"id\":");
+    out.extend_from_slice(id.as_str().as_bytes());
+    out.extend_from_slice(b",\"method\":");
+    wire::serialize_into(out, method);
+    out.extend_from_slice(b",\"params\":");
+    serde_json::to_writer(&mut *out, params)?;
+    out.extend_from_slice(b"}\n");
+    Ok(())
+}
+
+/// `{"jsonrpc":"2.0","id":N,"method":"..."}`: the Agent sends `describe` and `health`
+/// without `params`.
+pub(super) fn write_bare_request(out: &mut Vec<u8>, id: &Id, method: &str) {
+    out.extend_from_slice(b"{\"jsonrpc\":\"2.0\",\"id\":");
+    out.extend_from_slice(id.as_str().as_bytes());
+    out.extend_from_slice(b",\"method\":");
+    wire::serialize_into(out, method);
+    out.extend_from_slice(b"}\n");
+}

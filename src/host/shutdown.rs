@@ -1,0 +1,111 @@
+//! The Agent's shutdown sequence for one plugin process: close stdin, wait, `SIGTERM`,
+//! wait, `SIGKILL`, then reap and join its threads.
+
+use std::sync::atomic::Ordering;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use super::options::ShutdownPolicy;
+use super::process::PluginProcess;
+use super::shared::{CLOSE_WAIT, THREAD_JOIN_WAIT};
+use super::signal::{self, Signal};
+use super::types::{ExitStage, ShutdownReport};
+use crate::lock::lock;
+
+impl PluginProcess {
+    /// Runs the Agent's shutdown sequence with [`HostOptions::shutdown`](super::HostOptions::shutdown): close stdin, wait,
+    /// `SIGTERM`, wait, `SIGKILL`. See [`PluginProcess::shutdown_with`].
+    pub fn shutdown(&self) -> ShutdownReport {
+        let policy = self.shared.opts.shutdown.clone();
+        self.shutdown_with(&policy)
+    }
+
+    /// Closes stdin, waits up to `stdin_grace`; sends `SIGTERM`, waits up to `term_grace`;
+    /// sends `SIGKILL`, waits up to `kill_wait`. The signals go to the plugin's whole
+    /// process group, and whatever is left of the group once the plugin has ended gets
+    /// `SIGKILL`. Returns which step ended the process and its exit status. Calls still pending fail with [`Error::Disconnected`](crate::error::Error::Disconnected). Idempotent:
+    /// a second call returns the first report without blocking.
+    pub fn shutdown_with(&self, policy: &ShutdownPolicy) -> ShutdownReport {
+        let mut report = lock(&self.report);
+        if let Some(r) = *report {
+            return r;
+        }
+        // The shutdown sequence owns the child from here: stop the watcher.
+        drop(lock(&self.stop_watch).take());
+        let r = self.run_shutdown(policy);
+        // Nothing the plugin started in its process group outlives it: a helper that
+        // ignored SIGTERM, or survived a crash, would stay orphaned holding its pipes.
+        if let Err(e) = signal::kill_group_remnants(self.shared.pid) {
+            log::debug!("[plugin:{}] group cleanup failed: {e}", self.shared.label);
+        }
+        self.shared
+            .pending
+            .close(&format!("plugin `{}` was shut down", self.shared.label));
+        self.join_threads(THREAD_JOIN_WAIT);
+        *report = Some(r);
+        r
+    }
+
+    fn run_shutdown(&self, policy: &ShutdownPolicy) -> ShutdownReport {
+        let s = &self.shared;
+        let start = Instant::now();
+        s.closing.store(true, Ordering::Release);
+        let done = |stage, status| ShutdownReport {
+            stage,
+            status,
+            elapsed: start.elapsed(),
+        };
+        if let Some(status) = s.try_status() {
+            // Tell the writer to stop too, so the I/O threads can be joined at once.
+            let _ = s.out.close(CLOSE_WAIT);
+            return done(ExitStage::AlreadyExited, Some(status));
+        }
+        // A writer stuck on a full pipe takes `Close` only once the plugin reads again.
+        let _ = s.out.close(policy.stdin_grace);
+        if let Some(status) = s.wait_status(policy.stdin_grace.saturating_sub(start.elapsed())) {
+            return done(ExitStage::StdinClosed, Some(status));
+        }
+        log::debug!(
+            "[plugin:{}] still running {:?} after stdin closed: SIGTERM",
+            s.label,
+            policy.stdin_grace
+        );
+        s.signal(Signal::Term);
+        if let Some(status) = s.wait_status(policy.term_grace) {
+            return done(ExitStage::Terminated, Some(status));
+        }
+        log::debug!(
+            "[plugin:{}] ignored SIGTERM for {:?}: SIGKILL",
+            s.label,
+            policy.term_grace
+        );
+        s.signal(Signal::Kill);
+        done(ExitStage::Killed, s.wait_status(policy.kill_wait))
+    }
+
+    /// Joins the I/O threads that have finished within `timeout`; the others are left
+    /// detached (a reader blocked on a pipe some grandchild still holds cannot be woken).
+    fn join_threads(&self, timeout: Duration) {
+        let deadline = Instant::now() + timeout;
+        let mut threads = std::mem::take(&mut *lock(&self.threads));
+        while !threads.is_empty() && Instant::now() < deadline {
+            let (done, running): (Vec<_>, Vec<_>) =
+                threads.into_iter().partition(|h| h.is_finished());
+            for h in done {
+                if h.join().is_err() {
+                    log::error!("[plugin:{}] an I/O thread panicked", self.shared.label);
+                }
+            }
+            threads = running;
+            if !threads.is_empty() {
+                thread::sleep(Duration::from_millis(2));
+            }
+        }
+    }
+}
+
+impl Drop for PluginProcess {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}

@@ -1,0 +1,26 @@
+//! The plugin side: the author-facing builder and the runtime that serves a plugin over
+//! stdio. See `ARCHITECTURE.md` for the threads and the path of one invoke.
+
+mod builder;
+mod context;
+mod dispatch;
+mod events;
+mod health;
+mod job;
+mod options;
+mod pool;
+mod reader;
+pub mod reverse;
+mod runtime;
+mod service;
+mod session;
+mod tool;
+
+pub use builder::Plugin;
+pub use context::Invocation;
+pub use health::{Health, HealthStatus};
+pub use options::Options;
+pub use reverse::InvokeHandle;
+pub use runtime::{StopReason, Stopped};
+pub use session::Negotiated;
+pub use tool::{Tool, ToolError};
