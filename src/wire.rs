@@ -360,8 +360,13 @@ pub(crate) fn scan_head(head: &[u8]) -> Head {
         }
         match key {
             b"id" => {
+                // Validated exactly as in a normal frame: a structured or boolean id is
+                // never echoed; the frame is answered with `id: null`.
                 let text = String::from_utf8_lossy(&head[start..s.i]).into_owned();
-                out.id = RawValue::from_string(text).ok().map(|r| Id::from_raw(&r));
+                out.id = Some(match RawValue::from_string(text) {
+                    Ok(raw) if valid_id(&raw) => Id::from_raw(&raw),
+                    _ => Id::null(),
+                });
             }
             b"method" => out.has_method = true,
             _ => {}
@@ -504,17 +509,27 @@ impl<'a> Scanner<'a> {
 
 /// Appends `{"jsonrpc":"2.0","id":<id>,"result":<result>}\n`.
 pub fn write_response(out: &mut Vec<u8>, id: &RawValue, result: &RawValue) {
+    write_response_to(out, id.get().as_bytes(), result);
+}
+
+/// Appends `{"jsonrpc":"2.0","id":<id>,"error":{...}}\n`.
+pub fn write_error(out: &mut Vec<u8>, id: &RawValue, error: &RpcError) {
+    write_error_to(out, id.get().as_bytes(), error);
+}
+
+/// As [`write_response`], with the id as the raw JSON text taken from a parsed frame.
+pub(crate) fn write_response_to(out: &mut Vec<u8>, id: &[u8], result: &RawValue) {
     out.extend_from_slice(b"{\"jsonrpc\":\"2.0\",\"id\":");
-    out.extend_from_slice(id.get().as_bytes());
+    out.extend_from_slice(id);
     out.extend_from_slice(b",\"result\":");
     push_one_line(out, result.get().as_bytes());
     out.extend_from_slice(b"}\n");
 }
 
-/// Appends `{"jsonrpc":"2.0","id":<id>,"error":{...}}\n`.
-pub fn write_error(out: &mut Vec<u8>, id: &RawValue, error: &RpcError) {
+/// As [`write_error`], with the id as the raw JSON text taken from a parsed frame.
+pub(crate) fn write_error_to(out: &mut Vec<u8>, id: &[u8], error: &RpcError) {
     out.extend_from_slice(b"{\"jsonrpc\":\"2.0\",\"id\":");
-    out.extend_from_slice(id.get().as_bytes());
+    out.extend_from_slice(id);
     out.extend_from_slice(b",\"error\":");
     serialize_into(out, error);
     out.extend_from_slice(b"}\n");
@@ -752,6 +767,23 @@ mod tests {
             None,
             "a truncated number is not trusted"
         );
+    }
+
+    #[test]
+    fn head_scan_answers_a_non_scalar_id_with_null() {
+        for id in [r#"{"a":1}"#, "true", "false", "[1,2]"] {
+            let head = format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"invoke","params":{{"#);
+            let h = scan_head(head.as_bytes());
+            assert_eq!(
+                h.id.map(|i| i.as_str().to_owned()),
+                Some("null".into()),
+                "{id}"
+            );
+        }
+        for id in ["0", "-7", "\"x\"", "null", "1.5"] {
+            let head = format!(r#"{{"id":{id},"method":"invoke","params":{{"#);
+            assert_eq!(scan_head(head.as_bytes()).id.unwrap().as_str(), id);
+        }
     }
 
     #[test]

@@ -45,6 +45,23 @@ pub(crate) struct Inbox {
     queued_bytes: Arc<AtomicUsize>,
 }
 
+impl Inbox {
+    /// The next message if one is queued.
+    pub fn try_recv(&self) -> Option<Out> {
+        self.rx.try_recv().ok()
+    }
+
+    /// The underlying receiver, for polling before a blocking wait.
+    pub fn receiver(&self) -> &Receiver<Out> {
+        &self.rx
+    }
+
+    /// Marks a frame of `len` bytes as written (it no longer counts as queued).
+    pub fn written(&self, len: usize) {
+        self.queued_bytes.fetch_sub(len, Ordering::SeqCst);
+    }
+}
+
 /// A bounded queue (by frames and by bytes) between producers and the writer.
 pub(crate) fn channel() -> (Outbox, Inbox) {
     channel_with(OUT_QUEUE)
@@ -85,10 +102,15 @@ impl Outbox {
         match self.tx.try_send(Out::Frame(frame)) {
             Ok(()) => true,
             Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) => {
-                self.queued_bytes.fetch_sub(len, Ordering::AcqRel);
+                self.queued_bytes.fetch_sub(len, Ordering::SeqCst);
                 false
             }
         }
+    }
+
+    /// Whether nothing is queued or in the writer's hands (a frame counts until written).
+    pub fn is_idle(&self) -> bool {
+        self.queued_bytes.load(Ordering::SeqCst) == 0
     }
 
     /// Asks the writer to flush and stop, waiting at most `wait` for room in the queue.
@@ -122,7 +144,7 @@ impl Outbox {
             }
         };
         if sent.is_err() {
-            self.queued_bytes.fetch_sub(len, Ordering::AcqRel);
+            self.queued_bytes.fetch_sub(len, Ordering::SeqCst);
         }
         sent
     }
@@ -130,7 +152,7 @@ impl Outbox {
     /// Counts `len` bytes in, unless that would pass the budget. An empty queue always
     /// takes one frame, however large, so no frame can be refused forever.
     fn reserve(&self, len: usize) -> bool {
-        let mut queued = self.queued_bytes.load(Ordering::Acquire);
+        let mut queued = self.queued_bytes.load(Ordering::SeqCst);
         loop {
             if queued > 0 && queued + len > OUT_BYTES {
                 return false;
@@ -138,8 +160,8 @@ impl Outbox {
             match self.queued_bytes.compare_exchange_weak(
                 queued,
                 queued + len,
-                Ordering::AcqRel,
-                Ordering::Acquire,
+                Ordering::SeqCst,
+                Ordering::SeqCst,
             ) {
                 Ok(_) => return true,
                 Err(now) => queued = now,
@@ -161,7 +183,7 @@ pub(crate) fn pump<W: Write>(
             match msg {
                 Out::Frame(frame) => {
                     let written = out.write_all(&frame);
-                    inbox.queued_bytes.fetch_sub(frame.len(), Ordering::AcqRel);
+                    inbox.queued_bytes.fetch_sub(frame.len(), Ordering::SeqCst);
                     written?;
                 }
                 Out::Close => return out.flush(),
@@ -192,7 +214,7 @@ mod tests {
         let mut sink = BufWriter::new(Vec::new());
         drop(out);
         pump(&mut sink, &inbox, Duration::ZERO).unwrap();
-        assert_eq!(inbox.queued_bytes.load(Ordering::Acquire), 0);
+        assert_eq!(inbox.queued_bytes.load(Ordering::SeqCst), 0);
         assert_eq!(sink.get_ref().len(), OUT_BYTES + 10);
     }
 }

@@ -2,9 +2,10 @@
 //! invoke path.
 
 use std::borrow::Cow;
+use std::ops::Range;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
 
 use crossbeam_channel::RecvTimeoutError;
 use serde::{Deserialize, Serialize};
@@ -12,15 +13,14 @@ use serde_json::Value;
 use serde_json::value::RawValue;
 
 use crate::error::{RpcError, codes};
-use crate::id::Id;
-use crate::secret::wipe;
-use crate::{spin, wire};
+use crate::spin::Poller;
+use crate::wire;
 
 use super::context::{Invocation, LegacyFields};
 use super::events::Event;
 use super::health::Health;
-use super::job::{InvokeJob, Job, Method};
-use super::pool::Admit;
+use super::job::{InvokeJob, Job, Line, Method, span_of};
+use super::pool::{Admission, Admit};
 use super::reverse::InvokeLink;
 use super::service::Service;
 
@@ -40,6 +40,18 @@ struct InvokeParams<'a> {
     storage_token: Option<String>,
 }
 
+/// What a dispatch thread keeps between jobs, so the hot path reuses its buffers.
+#[derive(Default)]
+pub(crate) struct Scratch {
+    /// The reply being built.
+    frame: Vec<u8>,
+    /// Set once this job's last reply is in hand (see `Pool::replying`).
+    replying: bool,
+}
+
+/// A reply frame grown past this is given back rather than kept for the next reply.
+const KEEP_FRAME_BYTES: usize = 64 * 1024;
+
 impl Service {
     /// Starts one extra worker thread (already counted by the pool).
     pub(crate) fn spawn_worker(self: &Arc<Self>) {
@@ -51,25 +63,40 @@ impl Service {
     }
 
     /// The loop of the dispatch thread (`permanent`) and of extra workers, which exit
-    /// after `worker_linger` without work.
+    /// after `worker_linger` without work. Only the permanent thread polls before it sleeps
+    /// (see `spin::Poller`): extra workers exist for overlap, not for latency.
     pub(crate) fn work(&self, permanent: bool) {
+        let mut poller = Poller::new(if permanent { self.poll } else { Duration::ZERO });
+        let mut scratch = Scratch::default();
         loop {
             let job = if permanent {
-                spin::recv(&self.jobs, self.spin).map_err(|_| RecvTimeoutError::Disconnected)
+                poller
+                    .recv(&self.jobs)
+                    .map_err(|_| RecvTimeoutError::Disconnected)
             } else {
-                spin::recv_timeout(&self.jobs, self.spin, self.opts.worker_linger)
+                poller.recv_timeout(&self.jobs, self.opts.worker_linger)
             };
             match job {
                 Ok(job) => {
                     self.pool.took();
+                    self.intake.release(job.weight());
+                    scratch.replying = false;
                     // Handlers are already isolated; this guards the runtime's own code so
                     // a bug there cannot leave a thread counted busy forever.
-                    if catch_unwind(AssertUnwindSafe(|| self.handle(job))).is_err() {
+                    if catch_unwind(AssertUnwindSafe(|| self.handle(job, &mut scratch))).is_err() {
                         log::error!(
                             "executa: internal error while handling a request (see the panic above)"
                         );
                     }
-                    if self.pool.done() {
+                    if scratch.frame.capacity() > KEEP_FRAME_BYTES {
+                        scratch.frame = Vec::new();
+                    }
+                    let quiet = if scratch.replying {
+                        self.pool.replied()
+                    } else {
+                        self.pool.done()
+                    };
+                    if quiet {
                         self.events.notify(Event::Drained);
                     }
                 }
@@ -86,28 +113,48 @@ impl Service {
         }
     }
 
+    /// Whether more requests wait right behind this one: then a reply goes through the
+    /// writer thread, which writes a burst at once, instead of straight out.
+    fn more(&self) -> bool {
+        !self.jobs.is_empty()
+    }
+
     /// Handles one job on the calling thread.
-    pub(crate) fn handle(&self, job: Job) {
+    fn handle(&self, job: Job, scratch: &mut Scratch) {
         match job {
-            Job::Reject { id, error } => self.reply_error(&id, &error),
+            Job::Reject { id, error } => self.reply_error(id.as_raw().get().as_bytes(), &error),
             Job::Request {
-                id: None, method, ..
-            } => {
-                log::debug!("executa: ignoring notification {method:?}");
-            }
+                line,
+                id: Some(id),
+                method: Method::Invoke,
+                params,
+            } => self.invoke(line, id, params, scratch),
             Job::Request {
+                line,
                 id: Some(id),
                 method,
                 params,
-            } => self.request(id, method, params),
+            } => {
+                self.request(&line, &id, method, params.as_ref(), scratch);
+                self.intake.recycle(line.into_buffer());
+            }
+            Job::Request { id: None, .. } => {}
         }
     }
 
-    fn request(&self, id: Id, method: Method, params: Option<Box<RawValue>>) {
-        let params_text = params.as_deref().map_or("null", RawValue::get);
+    fn request(
+        &self,
+        line: &Line,
+        id: &Range<usize>,
+        method: Method,
+        params: Option<&Range<usize>>,
+        scratch: &mut Scratch,
+    ) {
+        let id = line.bytes(id);
+        let frame = &mut scratch.frame;
+        frame.clear();
         match method {
-            Method::Invoke => self.invoke(id, params),
-            Method::Describe => self.reply(&id, &self.manifest_json),
+            Method::Describe => wire::write_response_to(frame, id, &self.manifest_json),
             Method::Health => {
                 let health = match &self.health {
                     Some(hook) => catch_unwind(AssertUnwindSafe(hook)).unwrap_or_else(|_| {
@@ -116,84 +163,106 @@ impl Service {
                     }),
                     None => Health::ready(),
                 };
-                self.reply_value(&id, &health);
+                value_frame(frame, id, &health);
             }
             Method::Initialize => {
-                let reply = self.peer.session.initialize(
-                    params_text,
-                    &self.name,
-                    &self.version,
-                    &self.uses,
-                );
-                self.reply_value(&id, &reply);
+                let text = params
+                    .and_then(|p| std::str::from_utf8(line.bytes(p)).ok())
+                    .unwrap_or("null");
+                let reply =
+                    self.peer
+                        .session
+                        .initialize(text, &self.name, &self.version, &self.uses);
+                value_frame(frame, id, &reply);
             }
             Method::Shutdown => {
-                self.accepting.store(false, Ordering::Release);
                 log::info!("executa: `shutdown` received; refusing new invokes until stdin closes");
-                self.reply_value(&id, &Empty {});
+                self.refuse_waiting(self.pool.restrict(Admission::Closed), None);
+                value_frame(frame, id, &Empty {});
             }
             Method::Other(name) => {
                 let error =
                     RpcError::new(codes::METHOD_NOT_FOUND, format!("method not found: {name}"));
-                self.reply_error(&id, &error);
+                wire::write_error_to(frame, id, &error);
+            }
+            Method::Invoke => return,
+        }
+        self.pool.replying();
+        scratch.replying = true;
+        self.peer.out.send_ref(&scratch.frame, self.more());
+    }
+
+    /// Answers `SHUTTING_DOWN` to invokes that never started, waiting for output room
+    /// until `deadline` at most (`None`: as long as it takes, like any reply).
+    pub(crate) fn refuse_waiting(&self, waiting: Vec<InvokeJob>, deadline: Option<Instant>) {
+        for job in waiting {
+            let mut frame = Vec::with_capacity(160);
+            wire::write_error_to(&mut frame, job.id(), &shutting_down());
+            self.intake.recycle(job.line.into_buffer());
+            let sent = match deadline {
+                None => self.peer.out.send(frame, true),
+                Some(d) => {
+                    let left = d.saturating_duration_since(Instant::now());
+                    self.peer.out.queue_timeout(frame, left).is_ok()
+                }
+            };
+            if !sent {
+                log::debug!("executa: a SHUTTING_DOWN answer was not sent (output closed or full)");
             }
         }
     }
 
-    fn invoke(&self, id: Id, params: Option<Box<RawValue>>) {
-        let job = if self.accepting.load(Ordering::Acquire) {
-            self.prepare_invoke(id, params.as_deref())
-        } else {
-            Err((id, shutting_down()))
-        };
-        // The params text held the context's secrets: wipe it now that they are copied
-        // into the invocation (where they are wiped again when it ends).
-        if let Some(p) = params {
-            wipe(String::from(Box::<str>::from(p)));
-        }
-        let job = match job {
-            Ok(job) => job,
-            Err((id, error)) => return self.reply_error(&id, &error),
+    fn invoke(
+        &self,
+        line: Line,
+        id: Range<usize>,
+        params: Option<Range<usize>>,
+        scratch: &mut Scratch,
+    ) {
+        let job = match self.prepare_invoke(&line, params.as_ref()) {
+            Ok((tool, arguments, invocation)) => InvokeJob {
+                line,
+                id,
+                arguments,
+                tool,
+                invocation,
+            },
+            Err(error) => {
+                self.reply_error(line.bytes(&id), &error);
+                return self.intake.recycle(line.into_buffer());
+            }
         };
         match self.pool.admit(job) {
-            Admit::Run(job) => self.run_invokes(job),
+            Admit::Run(job) => self.run_invokes(job, scratch),
             Admit::Deferred => {}
-            Admit::Refuse(job) => {
-                let error = RpcError::with_code(
-                    codes::SERVER_BUSY,
-                    "BUSY",
-                    "too many invokes waiting; retry later",
-                );
-                self.reply_error(&job.id, &error);
-            }
+            Admit::Refuse(job) => self.refuse_waiting(vec![job], None),
         }
     }
 
+    /// Reads the invoke params (borrowed from the line) and builds the invocation.
     fn prepare_invoke(
         &self,
-        id: Id,
-        params: Option<&RawValue>,
-    ) -> Result<InvokeJob, (Id, RpcError)> {
-        let text = params.map_or("null", RawValue::get);
-        let p: InvokeParams<'_> = match serde_json::from_str(text) {
-            Ok(p) => p,
-            Err(e) => {
-                let msg =
-                    format!("invalid invoke params (expected {{tool, arguments, context}}): {e}");
-                return Err((id, RpcError::new(codes::INVALID_PARAMS, msg)));
-            }
-        };
+        line: &Line,
+        params: Option<&Range<usize>>,
+    ) -> Result<(usize, Option<Range<usize>>, Invocation), RpcError> {
+        let text = params.map_or(&b"null"[..], |p| line.bytes(p));
+        let p: InvokeParams<'_> = serde_json::from_slice(text).map_err(|e| {
+            let msg = format!("invalid invoke params (expected {{tool, arguments, context}}): {e}");
+            RpcError::new(codes::INVALID_PARAMS, msg)
+        })?;
         let Some(tool) = self.tool_index(&p.tool) else {
             let msg = format!("unknown tool: {}", p.tool);
-            return Err((
-                id,
-                RpcError::with_code(codes::METHOD_NOT_FOUND, "TOOL_NOT_FOUND", msg),
+            return Err(RpcError::with_code(
+                codes::METHOD_NOT_FOUND,
+                "TOOL_NOT_FOUND",
+                msg,
             ));
         };
-        let arguments = match p.arguments {
-            Some(a) if a.get() != "null" => a.to_owned(),
-            _ => RawValue::from_string("{}".to_owned()).map_err(|e| (id.clone(), internal(e)))?,
-        };
+        let whole = line.all();
+        let arguments = p
+            .arguments
+            .filter(|a| a.get() != "null")
+            .and_then(|a| span_of(whole, a.get()));
         let mut legacy = LegacyFields {
             invoke_id: p.invoke_id,
             tokens: Vec::new(),
@@ -209,77 +278,73 @@ impl Service {
         let invocation = Invocation::new(name, p.context, legacy, |invoke_id, deadline| {
             InvokeLink::new(invoke_id, deadline, peer.clone())
         });
-        Ok(InvokeJob {
-            id,
-            tool,
-            arguments,
-            invocation,
-            admitted_early: true,
-        })
+        Ok((tool, arguments, invocation))
     }
 
     /// Runs an admitted invoke, then any invokes that waited for its slot.
-    fn run_invokes(&self, first: InvokeJob) {
+    fn run_invokes(&self, first: InvokeJob, scratch: &mut Scratch) {
         let mut next = Some(first);
         while let Some(job) = next {
-            // Invokes that waited for a slot are refused once a signal stopped intake.
-            let frame = if self.accepting.load(Ordering::Acquire) || job.admitted_early {
-                self.execute(job)
-            } else {
-                let mut frame = Vec::with_capacity(128);
-                wire::write_error(&mut frame, job.id.as_raw(), &shutting_down());
-                frame
-            };
-            if !self.peer.out.send(frame) {
+            self.execute(job, &mut scratch.frame);
+            next = self.pool.finish();
+            if next.is_none() {
+                self.pool.replying();
+                scratch.replying = true;
+            }
+            if !self.peer.out.send_ref(&scratch.frame, self.more()) {
                 log::debug!("executa: an invoke reply was lost: the output is closed");
             }
-            next = self.pool.finish();
         }
     }
 
-    /// Runs the handler and builds the response frame.
-    fn execute(&self, job: InvokeJob) -> Vec<u8> {
+    /// Runs the handler and builds the response frame in `frame`.
+    fn execute(&self, job: InvokeJob, frame: &mut Vec<u8>) {
         let InvokeJob {
+            line,
             id,
-            tool,
             arguments,
+            tool,
             invocation,
-            ..
         } = job;
+        let id = line.bytes(&id);
         let tool = &self.tools[tool];
-        let mut frame = Vec::with_capacity(256);
+        let arguments = match &arguments {
+            Some(span) => line.raw(span),
+            None => None,
+        };
+        let arguments = arguments.unwrap_or_else(|| empty_object());
+        frame.clear();
         frame.extend_from_slice(b"{\"jsonrpc\":\"2.0\",\"id\":");
-        frame.extend_from_slice(id.as_str().as_bytes());
+        frame.extend_from_slice(id);
         frame.extend_from_slice(b",\"result\":{\"success\":true,\"data\":");
         let data_at = frame.len();
         let outcome = catch_unwind(AssertUnwindSafe(|| {
-            (tool.handler)(&arguments, &tool.params, &invocation, &mut frame)
+            (tool.handler)(arguments, &tool.params, &invocation, frame)
         }));
         // The invoke ends here: its secrets are wiped and its handles refuse new calls.
         drop(invocation);
-        let frame = match outcome {
+        match outcome {
             Ok(Ok(())) => {
                 if frame.get(data_at) != Some(&b'{') {
                     frame.splice(data_at..data_at, b"{\"value\":".iter().copied());
                     frame.push(b'}');
                 }
                 frame.extend_from_slice(b"}}\n");
-                frame
             }
             Ok(Err(e)) if e.is_invalid_arguments() => {
                 frame.clear();
                 let error = RpcError::new(codes::INVALID_PARAMS, e.message());
-                wire::write_error(&mut frame, id.as_raw(), &error);
-                frame
+                wire::write_error_to(frame, id, &error);
             }
             Ok(Err(e)) => {
+                frame.clear();
                 let body = Failure {
                     success: false,
                     error: e.message(),
                     details: e.details(),
                     data: None,
                 };
-                value_frame(&id, &body)
+                value_frame(frame, id, &body);
             }
             Err(panic) => {
                 let what = panic_message(panic.as_ref());
@@ -290,18 +355,19 @@ impl Service {
                 );
                 let error = RpcError::with_code(codes::INTERNAL_ERROR, "HANDLER_PANIC", msg);
                 frame.clear();
-                wire::write_error(&mut frame, id.as_raw(), &error);
-                frame
+                wire::write_error_to(frame, id, &error);
             }
-        };
+        }
         // Every reply counts against the platform's payload cap, failures included.
         if frame.len() > self.opts.max_result_bytes {
-            return self.too_large(&id, frame.len());
+            let size = frame.len();
+            frame.clear();
+            self.too_large(frame, id, size);
         }
-        frame
+        self.intake.recycle(line.into_buffer());
     }
 
-    fn too_large(&self, id: &Id, size: usize) -> Vec<u8> {
+    fn too_large(&self, frame: &mut Vec<u8>, id: &[u8], size: usize) {
         let max = self.opts.max_result_bytes;
         log::warn!(
             "executa: a result of {size} bytes exceeds the {max}-byte limit; sent as a failure"
@@ -316,6 +382,7 @@ impl Service {
             max_payload_bytes: max,
         };
         value_frame(
+            frame,
             id,
             &Failure {
                 success: false,
@@ -323,23 +390,13 @@ impl Service {
                 details: None,
                 data: Some(data),
             },
-        )
+        );
     }
 
-    fn reply(&self, id: &Id, result: &RawValue) {
-        let mut frame = Vec::with_capacity(result.get().len() + 48);
-        wire::write_response(&mut frame, id.as_raw(), result);
-        self.peer.out.send(frame);
-    }
-
-    fn reply_value<T: Serialize>(&self, id: &Id, result: &T) {
-        self.peer.out.send(value_frame(id, result));
-    }
-
-    pub(crate) fn reply_error(&self, id: &Id, error: &RpcError) {
+    pub(crate) fn reply_error(&self, id: &[u8], error: &RpcError) {
         let mut frame = Vec::with_capacity(128);
-        wire::write_error(&mut frame, id.as_raw(), error);
-        self.peer.out.send(frame);
+        wire::write_error_to(&mut frame, id, error);
+        self.peer.out.send(frame, self.more());
     }
 }
 
@@ -366,15 +423,19 @@ struct TooLarge {
     max_payload_bytes: usize,
 }
 
-/// A response frame whose result is any serializable value.
-fn value_frame<T: Serialize + ?Sized>(id: &Id, result: &T) -> Vec<u8> {
-    let mut frame = Vec::with_capacity(128);
+/// Appends a response frame whose result is any serializable value.
+fn value_frame<T: Serialize + ?Sized>(frame: &mut Vec<u8>, id: &[u8], result: &T) {
     frame.extend_from_slice(b"{\"jsonrpc\":\"2.0\",\"id\":");
-    frame.extend_from_slice(id.as_str().as_bytes());
+    frame.extend_from_slice(id);
     frame.extend_from_slice(b",\"result\":");
-    wire::serialize_into(&mut frame, result);
+    wire::serialize_into(frame, result);
     frame.extend_from_slice(b"}\n");
-    frame
+}
+
+/// `{}` as arguments, for an invoke that sent none.
+fn empty_object() -> &'static RawValue {
+    static EMPTY: std::sync::OnceLock<Box<RawValue>> = std::sync::OnceLock::new();
+    EMPTY.get_or_init(|| serde_json::from_str("{}").unwrap_or_else(|_| unreachable!()))
 }
 
 fn shutting_down() -> RpcError {
@@ -383,10 +444,6 @@ fn shutting_down() -> RpcError {
         "SHUTTING_DOWN",
         "the plugin is shutting down",
     )
-}
-
-fn internal(e: impl std::fmt::Display) -> RpcError {
-    RpcError::new(codes::INTERNAL_ERROR, e.to_string())
 }
 
 fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {

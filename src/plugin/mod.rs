@@ -4,10 +4,12 @@
 mod builder;
 mod context;
 mod dispatch;
-mod events;
+pub(crate) mod events;
 mod health;
+mod intake;
 mod job;
 mod options;
+mod output;
 mod pool;
 mod reader;
 pub mod reverse;

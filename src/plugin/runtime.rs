@@ -1,4 +1,4 @@
-//! Starting the three threads, running the worker loop, and the shutdown sequence.
+//! Starting the three threads, and the shutdown sequence.
 //!
 //! ```text
 //!   host stdin ──► [executa-reader] ──jobs (bounded 256)──► [executa-dispatch] (+ workers)
@@ -9,22 +9,25 @@
 //! The main thread waits for an event (signal, end of input, broken output), drains
 //! in-flight invokes within the grace period, flushes the writer, and returns.
 
-use std::io::{self, BufWriter, Read, Write};
+use std::io::{Read, Write};
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::bounded;
 
 use crate::error::Result;
-use crate::writer::{self, Inbox};
 
-use super::events::{self, Event, Events, Notifier};
+use super::events::{self, Event, Events};
+use super::output::Output;
+use super::pool::Admission;
 use super::service::{Parts, Service};
 
 /// The least time the final flush gets, even when draining used the whole grace period.
 const FLUSH_FLOOR: Duration = Duration::from_millis(200);
 
-/// Capacity of the request queue between the reader and the dispatch side.
+/// Slots of the request queue between the reader and the dispatch side (its bytes are
+/// bounded separately, see `intake.rs`).
 const JOB_QUEUE: usize = 256;
 
 /// Why a plugin stopped serving.
@@ -66,19 +69,20 @@ where
             )?);
         }
     }
-    let (outbox, inbox) = writer::channel();
+    let (out, inbox) = Output::new(Box::new(output), notifier.try_clone()?);
     let (jobs_tx, jobs_rx) = bounded(JOB_QUEUE);
-    let writer_events = notifier.try_clone()?;
-    let writer_spin = crate::spin::effective(parts.opts.spin);
-    let writer = crate::threads::spawn("executa-writer".into(), move || {
-        write_loop(output, inbox, writer_events, writer_spin)
+    let svc = Arc::new(Service::new(parts, out, notifier, jobs_rx));
+    let writer_svc = svc.clone();
+    crate::threads::spawn("executa-writer".into(), move || {
+        writer_svc.peer.out.write_loop(&inbox, writer_svc.poll);
+        writer_svc.writer_done.store(true, Ordering::SeqCst);
+        writer_svc.events.notify(Event::WriterDone);
     })?;
-    let rt = Arc::new(Service::new(parts, outbox, notifier, jobs_rx));
-    let dispatch_rt = rt.clone();
-    crate::threads::spawn("executa-dispatch".into(), move || dispatch_rt.work(true))?;
-    let reader_rt = rt.clone();
+    let dispatch_svc = svc.clone();
+    crate::threads::spawn("executa-dispatch".into(), move || dispatch_svc.work(true))?;
+    let reader_svc = svc.clone();
     crate::threads::spawn("executa-reader".into(), move || {
-        super::reader::run(input, reader_rt, jobs_tx)
+        super::reader::run(input, reader_svc, jobs_tx)
     })?;
 
     let mut watch = Watch {
@@ -86,13 +90,13 @@ where
         signals: 0,
         deadline: None,
     };
-    let stopped = supervise(&rt, &mut watch).and_then(|stopped| flush(&rt, &mut watch, stopped));
+    let stopped = supervise(&svc, &mut watch).and_then(|stopped| flush(&svc, &mut watch, stopped));
     for id in signal_ids {
         signal_hook::low_level::unregister(id);
     }
-    // The writer thread has either finished or is stuck in a write to a host that stopped
-    // reading; it is detached rather than joined so shutdown stays bounded.
-    drop(writer);
+    // The other threads have finished or are stuck (in a handler past the grace period, or
+    // in a write to a host that stopped reading); they are detached, not joined, so shutdown
+    // stays bounded.
     stopped
 }
 
@@ -105,141 +109,126 @@ struct Watch {
     deadline: Option<Instant>,
 }
 
-/// How a bounded wait ended.
-enum Wait {
-    Got,
-    TimedOut,
-    SecondSignal,
-}
-
 impl Watch {
-    /// Waits for `want` until `deadline`, counting the signals that arrive meanwhile.
-    fn until(&mut self, want: Event, deadline: Instant) -> Result<Wait> {
-        loop {
-            match self.events.wait(Some(deadline))? {
-                None => return Ok(Wait::TimedOut),
-                Some(Event::Signal) => {
-                    self.signals += 1;
-                    if self.signals >= 2 {
-                        return Ok(Wait::SecondSignal);
-                    }
-                }
-                Some(ev) if ev == want => return Ok(Wait::Got),
-                Some(_) => {}
-            }
+    /// The next event before `deadline` (`None`: none came). Events only wake the caller,
+    /// which then looks at the state itself, so no event can be "used up" by the wrong wait.
+    fn next(&mut self, deadline: Option<Instant>) -> Result<Option<Event>> {
+        let event = self.events.wait(deadline)?;
+        if event == Some(Event::Signal) {
+            self.signals += 1;
         }
+        Ok(event)
     }
 }
 
 /// Waits for the first stop event, then drains within the grace period.
-fn supervise(rt: &Service, watch: &mut Watch) -> Result<Stopped> {
+fn supervise(svc: &Service, watch: &mut Watch) -> Result<Stopped> {
     let reason = loop {
-        match watch.events.wait(None)? {
+        match watch.next(None)? {
             Some(Event::InputClosed) => break StopReason::InputClosed,
-            Some(Event::Signal) => {
-                watch.signals += 1;
-                break StopReason::Signal;
-            }
+            Some(Event::Signal) => break StopReason::Signal,
             Some(Event::OutputBroken) => break StopReason::OutputBroken,
             _ => {}
         }
     };
     log::info!("executa: stopping ({reason:?}); draining in-flight invokes");
-    let deadline = Instant::now() + rt.opts.grace;
+    let deadline = Instant::now() + svc.opts.grace;
     watch.deadline = Some(deadline);
-    // Requests read before end of input are still served. After a signal, or with no one
-    // left to answer, new invokes are refused and calls waiting on the host fail at once,
-    // so their invokes can answer within the grace period.
-    if reason != StopReason::InputClosed {
-        rt.accepting
-            .store(false, std::sync::atomic::Ordering::Release);
-        rt.peer.pending.close("the plugin is shutting down");
+    // End of input: invokes that find a free slot still run (requests read before the end
+    // are served), but none may wait for one. A signal or a closed output: none may start,
+    // and calls waiting on the host fail at once, so their invokes can end in time.
+    if reason == StopReason::InputClosed {
+        stop_intake(svc, Admission::NoWaiting, deadline);
+    } else {
+        stop_everything(svc, deadline);
     }
-    if rt.pool.drain() {
-        return Ok(Stopped {
-            reason,
-            abandoned: 0,
-        });
-    }
-    match watch.until(Event::Drained, deadline)? {
-        Wait::Got => Ok(Stopped {
-            reason,
-            abandoned: 0,
-        }),
-        Wait::SecondSignal => {
+    let mut quiet = svc.pool.drain();
+    loop {
+        if watch.signals >= 2 {
             log::warn!("executa: second signal: exiting now, abandoning in-flight invokes");
-            Ok(Stopped {
+            return Ok(Stopped {
                 reason: StopReason::SecondSignal,
-                abandoned: rt.pool.in_flight(),
-            })
+                abandoned: svc.pool.in_flight(),
+            });
         }
-        Wait::TimedOut => {
-            let abandoned = rt.pool.in_flight();
-            log::warn!(
-                "executa: {abandoned} invoke(s) still running after the grace period; exiting"
-            );
-            Ok(Stopped { reason, abandoned })
+        // With the output gone no reply can be delivered: only running handlers matter.
+        if quiet || (svc.peer.out.is_broken() && svc.pool.running() == 0) {
+            return Ok(Stopped {
+                reason,
+                abandoned: 0,
+            });
         }
+        match watch.next(Some(deadline))? {
+            None => {
+                let abandoned = svc.pool.in_flight();
+                log::warn!(
+                    "executa: {abandoned} invoke(s) still running after the grace period; exiting"
+                );
+                return Ok(Stopped { reason, abandoned });
+            }
+            Some(Event::Signal | Event::OutputBroken) => stop_everything(svc, deadline),
+            Some(_) => {}
+        }
+        quiet = svc.pool.drain();
     }
+}
+
+/// Narrows intake and answers `SHUTTING_DOWN` to every invoke that was waiting for a slot.
+fn stop_intake(svc: &Service, admission: Admission, deadline: Instant) {
+    let waiting = svc.pool.restrict(admission);
+    if !waiting.is_empty() {
+        log::info!(
+            "executa: answering {} queued invoke(s) SHUTTING_DOWN",
+            waiting.len()
+        );
+    }
+    // The refusals wait for room like any reply, but not past the grace period.
+    svc.refuse_waiting(waiting, Some(deadline));
+}
+
+/// A signal or a closed output: no invoke may start, and calls waiting on the host fail.
+fn stop_everything(svc: &Service, deadline: Instant) {
+    stop_intake(svc, Admission::Closed, deadline);
+    svc.peer.pending.close("the plugin is shutting down");
 }
 
 /// Flushes and stops the writer within the grace period; a second signal cuts it short.
-fn flush(rt: &Service, watch: &mut Watch, stopped: Stopped) -> Result<Stopped> {
-    if stopped.reason == StopReason::SecondSignal {
-        // The operator wants out now: give the writer only a moment.
-        if rt.peer.out.close(Duration::from_millis(100)) {
-            watch.until(
-                Event::WriterDone,
-                Instant::now() + Duration::from_millis(100),
-            )?;
-        }
+fn flush(svc: &Service, watch: &mut Watch, stopped: Stopped) -> Result<Stopped> {
+    if svc.peer.out.is_broken() {
         return Ok(stopped);
     }
+    let second = |stopped: Stopped| Stopped {
+        reason: StopReason::SecondSignal,
+        ..stopped
+    };
     // Drain and flush share the grace period; the flush always gets a moment, since a
-    // writer with room flushes in microseconds.
-    let floor = Instant::now() + FLUSH_FLOOR;
-    let deadline = watch.deadline.map_or(floor, |d| d.max(floor));
+    // writer with room flushes in microseconds. After a second signal, only a moment.
+    let now = Instant::now();
+    let deadline = if stopped.reason == StopReason::SecondSignal {
+        now + Duration::from_millis(100)
+    } else {
+        let floor = now + FLUSH_FLOOR;
+        watch.deadline.map_or(floor, |d| d.max(floor))
+    };
     // Room for `Close` appears only as the host reads; keep watching for a second signal.
-    while !rt.peer.out.close(Duration::from_millis(20)) {
-        if Instant::now() >= deadline {
+    while !svc.peer.out.close(Duration::from_millis(20)) {
+        if Instant::now() >= deadline || svc.peer.out.is_broken() {
             log::warn!("executa: the host is not reading; unflushed replies are lost");
             return Ok(stopped);
         }
-        match watch.until(Event::WriterDone, Instant::now() + Duration::from_millis(1))? {
-            Wait::SecondSignal => {
-                return Ok(Stopped {
-                    reason: StopReason::SecondSignal,
-                    ..stopped
-                });
-            }
-            // The writer already stopped (its output broke): nothing left to flush.
-            Wait::Got => return Ok(stopped),
-            Wait::TimedOut => {}
+        watch.next(Some(Instant::now() + Duration::from_millis(1)))?;
+        if watch.signals >= 2 && stopped.reason != StopReason::SecondSignal {
+            return Ok(second(stopped));
         }
     }
-    match watch.until(Event::WriterDone, deadline)? {
-        Wait::SecondSignal => Ok(Stopped {
-            reason: StopReason::SecondSignal,
-            ..stopped
-        }),
-        Wait::Got | Wait::TimedOut => Ok(stopped),
-    }
-}
-
-/// Runs the writer loop until `Close`, until every sender is gone, or until a write fails.
-/// Flushes whenever the queue is empty, so a burst of frames costs one write.
-fn write_loop<W: Write>(output: W, inbox: Inbox, events: Notifier, spin: Duration) {
-    let mut out = BufWriter::with_capacity(64 * 1024, output);
-    match writer::pump(&mut out, &inbox, spin) {
-        Ok(()) => {}
-        Err(e) if e.kind() == io::ErrorKind::BrokenPipe => {
-            log::info!("executa: host closed our stdout; stopping");
-            events.notify(Event::OutputBroken);
+    while !svc.writer_done.load(Ordering::SeqCst) {
+        if watch.next(Some(deadline))?.is_none() {
+            log::warn!("executa: the host is not reading; unflushed replies are lost");
+            return Ok(stopped);
         }
-        Err(e) => {
-            log::error!("executa: writing to the host failed: {e}");
-            events.notify(Event::OutputBroken);
+        if watch.signals >= 2 && stopped.reason != StopReason::SecondSignal {
+            return Ok(second(stopped));
         }
     }
-    events.notify(Event::WriterDone);
+    Ok(stopped)
 }

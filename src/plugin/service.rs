@@ -9,12 +9,13 @@ use crossbeam_channel::Receiver;
 use serde_json::value::RawValue;
 
 use crate::spin;
-use crate::writer::Outbox;
 
 use super::events::Notifier;
 use super::health::Health;
+use super::intake::Intake;
 use super::job::{InvokeJob, Job};
 use super::options::Options;
+use super::output::Output;
 use super::pool::Pool;
 use super::reverse::Peer;
 use super::reverse::pending::Pending;
@@ -33,12 +34,16 @@ pub(crate) struct Service {
     pub health: Option<HealthHook>,
     pub opts: Options,
     pub peer: Arc<Peer>,
-    pub accepting: AtomicBool,
     pub pool: Pool<InvokeJob>,
+    /// The request queue's byte budget, the reader's wake-ups and the line buffers.
+    pub intake: Intake,
     pub events: Notifier,
     pub jobs: Receiver<Job>,
-    /// How long idle threads poll their queue before sleeping (see `spin`).
-    pub spin: Duration,
+    /// The longest the dispatch and writer threads poll before sleeping (see
+    /// `spin::Poller`); zero where only one CPU is usable.
+    pub poll: Duration,
+    /// Set by the writer thread when it has flushed and stopped.
+    pub writer_done: AtomicBool,
 }
 
 /// The parts of a plugin the runtime needs.
@@ -54,11 +59,12 @@ pub(crate) struct Parts {
 }
 
 impl Service {
-    pub(crate) fn new(parts: Parts, out: Outbox, events: Notifier, jobs: Receiver<Job>) -> Service {
-        let spin = spin::effective(parts.opts.spin);
+    pub(crate) fn new(parts: Parts, out: Output, events: Notifier, jobs: Receiver<Job>) -> Service {
+        let poll = spin::effective(parts.opts.spin);
+        let intake = Intake::new();
         let peer = Arc::new(Peer {
             out,
-            pending: Pending::new("ex-"),
+            pending: Pending::new("ex-", Some(intake.waker())),
             session: Session::default(),
             capabilities: parts.capabilities,
         });
@@ -72,10 +78,11 @@ impl Service {
             health: parts.health,
             opts: parts.opts,
             peer,
-            accepting: AtomicBool::new(true),
+            intake,
             events,
             jobs,
-            spin,
+            poll,
+            writer_done: AtomicBool::new(false),
         }
     }
 

@@ -32,14 +32,15 @@ use serde_json::{Map, Value, json};
 use crate::error::{Error, Result, RpcError, codes};
 use crate::protocol::gate;
 use crate::wire;
-use crate::writer::{Outbox, SendFailure};
+use crate::writer::SendFailure;
 
+use super::output::Output;
 use super::session::{Negotiated, Session};
 use pending::Pending;
 
 /// The plugin's connection to its host, shared by the reader and every invoke.
 pub(crate) struct Peer {
-    pub out: Outbox,
+    pub out: Output,
     pub pending: Pending,
     pub session: Session,
     /// The manifest's `host_capabilities`.

@@ -7,7 +7,7 @@
 //! exactly once; an answer to an unknown or already-settled id is logged and dropped.
 
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 use crossbeam_channel::{Receiver, Sender, bounded};
 use serde_json::value::RawValue;
@@ -23,6 +23,11 @@ pub(crate) struct Pending {
     prefix: &'static str,
     next: AtomicU64,
     table: Mutex<Table>,
+    /// How many calls wait, readable without the lock (the reader checks it per request).
+    waiting: AtomicUsize,
+    /// Poked when a call is registered, so a reader waiting for queue room looks again:
+    /// with a call waiting it must keep reading (the answer may be behind the flood).
+    wake: Option<Sender<()>>,
 }
 
 struct Table {
@@ -48,7 +53,7 @@ impl Table {
 
 impl Pending {
     /// An empty table. `prefix` must be plain ASCII without quotes.
-    pub fn new(prefix: &'static str) -> Self {
+    pub fn new(prefix: &'static str, wake: Option<Sender<()>>) -> Self {
         Pending {
             prefix,
             next: AtomicU64::new(1),
@@ -56,7 +61,14 @@ impl Pending {
                 open: None,
                 waiting: Vec::new(),
             }),
+            waiting: AtomicUsize::new(0),
+            wake,
         }
+    }
+
+    /// Records the table's size for [`Pending::len`]; called with the lock held.
+    fn counted(&self, table: &Table) {
+        self.waiting.store(table.waiting.len(), Ordering::SeqCst);
     }
 
     /// Registers a new call. Fails with the reason when the peer is already gone.
@@ -70,6 +82,11 @@ impl Pending {
             return Err(why.clone());
         }
         table.waiting.push((number, tx));
+        self.counted(&table);
+        drop(table);
+        if let Some(wake) = &self.wake {
+            let _ = wake.try_send(());
+        }
         Ok(Ticket {
             number,
             wire_id,
@@ -79,7 +96,9 @@ impl Pending {
 
     /// Forgets a call whose waiter gave up (timeout); a late answer is then dropped.
     pub fn forget(&self, number: u64) {
-        self.lock().take(number);
+        let mut table = self.lock();
+        table.take(number);
+        self.counted(&table);
     }
 
     /// Delivers an answer. Returns `false` (after logging) when the id is not ours or was
@@ -89,7 +108,11 @@ impl Pending {
             log::warn!("executa: dropped an answer with unknown id {}", id.get());
             return false;
         };
-        let Some(tx) = self.lock().take(number) else {
+        let mut table = self.lock();
+        let taken = table.take(number);
+        self.counted(&table);
+        drop(table);
+        let Some(tx) = taken else {
             log::warn!(
                 "executa: dropped an answer for id {} (timed out or already settled)",
                 id.get()
@@ -113,6 +136,7 @@ impl Pending {
         table.open = Some(why.to_owned());
         // Dropping the senders wakes every waiter with `Disconnected`.
         table.waiting.clear();
+        self.counted(&table);
     }
 
     /// The reason given to `close`, if the table is closed.
@@ -122,7 +146,7 @@ impl Pending {
 
     /// How many calls are waiting.
     pub fn len(&self) -> usize {
-        self.lock().waiting.len()
+        self.waiting.load(Ordering::SeqCst)
     }
 
     /// Whether `id` has the shape of our ids (waiting or not).
@@ -156,7 +180,7 @@ mod tests {
 
     #[test]
     fn each_id_settles_exactly_once() {
-        let p = Pending::new("ex-");
+        let p = Pending::new("ex-", None);
         let t = p.register().unwrap();
         assert_eq!(t.wire_id.get(), format!("\"ex-{}\"", t.number));
         assert!(p.settle(&t.wire_id, Ok(raw("1"))));
@@ -182,7 +206,7 @@ mod tests {
 
     #[test]
     fn close_wakes_waiters_and_refuses_new_calls() {
-        let p = Pending::new("ex-");
+        let p = Pending::new("ex-", None);
         let t = p.register().unwrap();
         p.close("host closed stdin");
         assert!(t.answer.recv().is_err());

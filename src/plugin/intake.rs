@@ -1,0 +1,176 @@
+//! What the reader may hold in the request queue, and how a waiting reader is woken.
+//!
+//! Requests read but not yet taken by a dispatch thread hold at most [`INTAKE_BYTES`]
+//! (their lines plus a fixed overhead each), besides the queue's slot count. When either is
+//! spent the reader stops reading stdin until a dispatch thread takes a job, so a flood waits
+//! in the pipe. It is woken, not polling, by whoever changes what it waits for: a dispatch
+//! thread taking a job, or a handler starting a call to the host (then the reader must keep
+//! reading, because the answer may be right behind the flood; see `reader.rs`).
+//!
+//! The line buffers travel with the jobs and come back through a small free list, so a
+//! request costs no allocation for its line once the plugin is warm.
+
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::Duration;
+
+use crossbeam_channel::{Receiver, Sender, bounded};
+
+/// Bytes of queued requests (lines plus overhead) the reader may hold.
+pub(crate) const INTAKE_BYTES: usize = 8 * 1024 * 1024;
+
+/// Line buffers kept for reuse.
+const FREE_BUFFERS: usize = 64;
+
+/// A buffer that grew past this is freed rather than kept, so one large frame does not
+/// stay resident.
+const KEEP_BUFFER_BYTES: usize = 16 * 1024;
+
+/// The longest a waiting reader sleeps before it looks again. Wake-ups are sent for every
+/// change it waits for, so this only bounds the cost of a wake-up lost to a bug.
+const WAIT_BOUND: Duration = Duration::from_millis(100);
+
+pub(crate) struct Intake {
+    held: AtomicUsize,
+    reader_waiting: AtomicBool,
+    wake_tx: Sender<()>,
+    wake_rx: Receiver<()>,
+    free_tx: Sender<Vec<u8>>,
+    free_rx: Receiver<Vec<u8>>,
+}
+
+impl Intake {
+    pub fn new() -> Intake {
+        let (wake_tx, wake_rx) = bounded(1);
+        let (free_tx, free_rx) = bounded(FREE_BUFFERS);
+        Intake {
+            held: AtomicUsize::new(0),
+            reader_waiting: AtomicBool::new(false),
+            wake_tx,
+            wake_rx,
+            free_tx,
+            free_rx,
+        }
+    }
+
+    /// A sender that wakes a waiting reader (given to the pending table, which pokes it
+    /// when a handler starts a call to the host).
+    pub fn waker(&self) -> Sender<()> {
+        self.wake_tx.clone()
+    }
+
+    /// Counts `weight` bytes in, unless that would pass the budget. Nothing held always
+    /// admits one job, however large, so no frame is refused forever.
+    pub fn try_reserve(&self, weight: usize) -> bool {
+        let mut held = self.held.load(Ordering::SeqCst);
+        loop {
+            if held > 0 && held.saturating_add(weight) > INTAKE_BYTES {
+                return false;
+            }
+            match self.held.compare_exchange_weak(
+                held,
+                held + weight,
+                Ordering::SeqCst,
+                Ordering::SeqCst,
+            ) {
+                Ok(_) => return true,
+                Err(now) => held = now,
+            }
+        }
+    }
+
+    /// Whether `weight` more bytes would be admitted now.
+    pub fn has_room(&self, weight: usize) -> bool {
+        let held = self.held.load(Ordering::SeqCst);
+        held == 0 || held.saturating_add(weight) <= INTAKE_BYTES
+    }
+
+    /// Gives back what a job held (it left the queue) and wakes a waiting reader.
+    pub fn release(&self, weight: usize) {
+        self.held.fetch_sub(weight, Ordering::SeqCst);
+        self.wake();
+    }
+
+    /// Wakes the reader if it waits. Cheap when it does not: one atomic load.
+    pub fn wake(&self) {
+        if self.reader_waiting.load(Ordering::SeqCst) {
+            let _ = self.wake_tx.try_send(());
+        }
+    }
+
+    /// Blocks the reader until a wake-up (or [`WAIT_BOUND`]), unless `ready` says there is
+    /// no need. `ready` is checked after the reader is marked waiting, so a change made
+    /// between the caller's check and the sleep is never missed.
+    pub fn wait_unless(&self, ready: impl Fn() -> bool) {
+        self.reader_waiting.store(true, Ordering::SeqCst);
+        if !ready() {
+            let _ = self.wake_rx.recv_timeout(WAIT_BOUND);
+        }
+        self.reader_waiting.store(false, Ordering::SeqCst);
+    }
+
+    /// A buffer for the next line, reused when one is free.
+    pub fn buffer(&self, len: usize) -> Vec<u8> {
+        let mut buf = self.free_rx.try_recv().unwrap_or_default();
+        buf.reserve(len);
+        buf
+    }
+
+    /// Takes back a zeroed buffer for reuse; a large one is freed instead.
+    pub fn recycle(&self, buf: Vec<u8>) {
+        if buf.capacity() <= KEEP_BUFFER_BYTES {
+            let _ = self.free_tx.try_send(buf);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_budget_admits_one_job_of_any_size_and_then_holds_the_line() {
+        let intake = Intake::new();
+        assert!(
+            intake.try_reserve(INTAKE_BYTES * 2),
+            "nothing held: admitted"
+        );
+        assert!(!intake.try_reserve(1), "over budget");
+        intake.release(INTAKE_BYTES * 2);
+        assert!(intake.try_reserve(INTAKE_BYTES - 10));
+        assert!(intake.try_reserve(10));
+        assert!(!intake.try_reserve(1));
+    }
+
+    #[test]
+    fn a_release_wakes_a_waiting_reader() {
+        let intake = std::sync::Arc::new(Intake::new());
+        assert!(intake.try_reserve(INTAKE_BYTES));
+        let other = intake.clone();
+        let t = std::thread::spawn(move || {
+            while !other.reader_waiting.load(Ordering::SeqCst) {
+                std::thread::yield_now();
+            }
+            other.release(INTAKE_BYTES);
+        });
+        // Waits for the release (the bound is 100 ms; the loop below would spin forever
+        // if wake-ups were lost and the bound were removed).
+        while !intake.try_reserve(1) {
+            intake.wait_unless(|| false);
+        }
+        t.join().unwrap();
+    }
+
+    #[test]
+    fn buffers_are_reused_and_large_ones_freed() {
+        let intake = Intake::new();
+        let mut b = intake.buffer(100);
+        b.extend_from_slice(b"abc");
+        let ptr = b.as_ptr();
+        b.clear();
+        intake.recycle(b);
+        let again = intake.buffer(10);
+        assert_eq!(again.as_ptr(), ptr, "the same allocation comes back");
+        intake.recycle(Vec::with_capacity(KEEP_BUFFER_BYTES + 1));
+        assert!(intake.free_rx.is_empty(), "a large buffer is not kept");
+    }
+}

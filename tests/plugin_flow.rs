@@ -1,0 +1,322 @@
+//! How work moves through the real `everything` plugin under overload, over real pipes:
+//! bursts are served completely, a flood while handlers wait on the host loses nothing,
+//! shutdown answers queued invokes at once, and a closed stdout ends the plugin as soon as
+//! its handlers end. Every wait is for an event, with generous bounds (CI machines are
+//! loaded); no assertion is about speed.
+
+mod common;
+
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use common::{Conn, EXIT_TIMEOUT, RECV_TIMEOUT, everything_bin};
+use serde_json::{Value, json};
+
+fn invoke_line(id: u64, tool: &str, arguments: &Value) -> String {
+    format!(
+        "{}\n",
+        json!({"jsonrpc":"2.0","id":id,"method":"invoke",
+               "params":{"tool":tool,"arguments":arguments,"context":{"invoke_id":format!("inv-{id}")}}})
+    )
+}
+
+/// A plugin driven by hand: the test decides when stdout is read.
+struct Raw {
+    child: Child,
+    stdin: Option<ChildStdin>,
+    stdout: BufReader<ChildStdout>,
+}
+
+impl Raw {
+    fn spawn() -> Raw {
+        let mut child = Command::new(everything_bin())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn everything");
+        let stdin = child.stdin.take();
+        let stdout = BufReader::new(child.stdout.take().expect("stdout"));
+        Raw {
+            child,
+            stdin,
+            stdout,
+        }
+    }
+
+    /// Writes `bytes` from a separate thread (the write blocks while the plugin holds the
+    /// flood back) and returns the stdin handle when done.
+    fn write_in_background(&mut self, bytes: Vec<u8>) -> thread::JoinHandle<ChildStdin> {
+        let mut stdin = self.stdin.take().expect("stdin");
+        thread::spawn(move || {
+            stdin.write_all(&bytes).expect("write the flood");
+            stdin.flush().expect("flush");
+            stdin
+        })
+    }
+
+    fn read(&mut self) -> Value {
+        let mut line = String::new();
+        let n = self.stdout.read_line(&mut line).expect("read stdout");
+        assert!(n > 0, "the plugin closed stdout early");
+        serde_json::from_str(&line).expect("a JSON line")
+    }
+
+    fn wait_exit(&mut self, limit: Duration) -> std::process::ExitStatus {
+        let deadline = Instant::now() + limit;
+        loop {
+            if let Some(status) = self.child.try_wait().expect("try_wait") {
+                return status;
+            }
+            assert!(Instant::now() < deadline, "the plugin did not exit in time");
+            thread::sleep(Duration::from_millis(5));
+        }
+    }
+}
+
+impl Drop for Raw {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Reads replies until every id in `ids` has exactly one, asserting that none repeats.
+fn collect_replies(read: &mut dyn FnMut() -> Value, count: usize) -> HashMap<u64, Value> {
+    let mut replies = HashMap::new();
+    while replies.len() < count {
+        let v = read();
+        if v.get("method").is_some() {
+            continue; // a reverse request or progress: not a reply
+        }
+        let id = v["id"].as_u64().expect("a numeric id");
+        assert!(replies.insert(id, v).is_none(), "id {id} answered twice");
+    }
+    replies
+}
+
+fn burst_is_served_completely(tool: &str, arguments: Value, n: u64) {
+    let mut p = Raw::spawn();
+    let mut flood = String::new();
+    for id in 1..=n {
+        flood.push_str(&invoke_line(id, tool, &arguments));
+    }
+    let writer = p.write_in_background(flood.into_bytes());
+    let replies = collect_replies(&mut || p.read(), n as usize);
+    for id in 1..=n {
+        let r = &replies[&id];
+        assert_eq!(r["result"]["success"], json!(true), "id {id}: {r}");
+    }
+    drop(writer.join().expect("writer thread"));
+    let status = p.wait_exit(EXIT_TIMEOUT);
+    assert_eq!(status.code(), Some(0));
+}
+
+#[test]
+fn a_burst_of_20000_echo_invokes_is_served_completely() {
+    burst_is_served_completely("echo", json!({"text":"hi"}), 20_000);
+}
+
+#[test]
+fn a_burst_of_3000_sleeping_invokes_is_served_completely() {
+    burst_is_served_completely("sleep", json!({"ms":1}), 3_000);
+}
+
+#[test]
+fn a_flood_while_handlers_wait_on_the_host_and_stdout_goes_unread_loses_nothing() {
+    let mut p = Raw::spawn();
+    let mut stdin = p.stdin.take().expect("stdin");
+    let init = json!({"jsonrpc":"2.0","id":0,"method":"initialize","params":{
+        "protocolVersion":"2.0","clientInfo":{"name":"test"},"capabilities":{"sampling":{}}}});
+    writeln!(stdin, "{init}").unwrap();
+    assert_eq!(p.read()["id"], json!(0));
+    // Four invokes that each wait on the host for a sampling answer.
+    for id in 1..=4u64 {
+        stdin
+            .write_all(invoke_line(id, "sample", &json!({"prompt":"hi"})).as_bytes())
+            .unwrap();
+    }
+    stdin.flush().unwrap();
+    let mut reverse_ids = Vec::new();
+    while reverse_ids.len() < 4 {
+        let v = p.read();
+        assert_eq!(v["method"], json!("sampling/createMessage"), "{v}");
+        reverse_ids.push(v["id"].clone());
+    }
+    // The flood, then (behind it in the same pipe) the answers the handlers wait for.
+    let n = 6_000u64;
+    let mut flood = String::new();
+    for id in 5..5 + n {
+        flood.push_str(&invoke_line(id, "echo", &json!({"i":id})));
+    }
+    for rid in &reverse_ids {
+        let answer = json!({"jsonrpc":"2.0","id":rid,"result":{
+            "role":"assistant","content":{"type":"text","text":"ok"},"model":"m","stopReason":"endTurn"}});
+        flood.push_str(&format!("{answer}\n"));
+    }
+    p.stdin = Some(stdin);
+    let writer = p.write_in_background(flood.into_bytes());
+    // The host does not read stdout for three seconds.
+    thread::sleep(Duration::from_secs(3));
+    let replies = collect_replies(&mut || p.read(), (n + 4) as usize);
+    let busy = replies
+        .values()
+        .filter(|r| r["error"]["data"]["errorCode"] == json!("BUSY"))
+        .count();
+    for id in 1..5 + n {
+        let r = &replies[&id];
+        let ok = r["result"]["success"] == json!(true)
+            || r["error"]["data"]["errorCode"] == json!("BUSY");
+        assert!(ok, "id {id}: {r}");
+    }
+    for id in 1..=4 {
+        assert_eq!(
+            replies[&id]["result"]["success"],
+            json!(true),
+            "sample {id}"
+        );
+    }
+    eprintln!("{busy} of {n} flooded requests were refused as BUSY");
+    drop(writer.join().expect("writer thread"));
+    assert_eq!(p.wait_exit(EXIT_TIMEOUT).code(), Some(0));
+}
+
+#[test]
+fn sigterm_answers_queued_invokes_at_once() {
+    let mut p = Conn::spawn();
+    // Four handlers that outlive the grace period fill every slot; six more wait.
+    for id in 1..=4 {
+        p.invoke(id, "sleep", json!({"ms": 30_000}));
+    }
+    // `health` is answered by the spare thread: proof the four are running.
+    p.request(99, "health", None);
+    p.recv_until_id("99");
+    for id in 5..=10 {
+        p.invoke(id, "echo", json!({"i": id}));
+    }
+    p.request(100, "health", None);
+    p.recv_until_id("100");
+    p.sigterm();
+    let mut refused = Vec::new();
+    while refused.len() < 6 {
+        let m = p.recv();
+        assert_eq!(m.error_code(), -32000, "{}", m.raw);
+        assert_eq!(m.error()["data"]["errorCode"], json!("SHUTTING_DOWN"));
+        refused.push(m.raw_id().unwrap());
+    }
+    refused.sort();
+    assert_eq!(refused, ["10", "5", "6", "7", "8", "9"]);
+    // The four stuck handlers are abandoned at the end of the grace period; exit is 0.
+    assert_eq!(p.wait_exit().code(), Some(0));
+}
+
+#[test]
+fn end_of_input_answers_invokes_waiting_for_a_slot_at_once() {
+    let mut p = Conn::spawn();
+    for id in 1..=4 {
+        p.invoke(id, "sleep", json!({"ms": 1_500}));
+    }
+    p.request(99, "health", None);
+    p.recv_until_id("99");
+    for id in 5..=7 {
+        p.invoke(id, "echo", json!({"i": id}));
+    }
+    p.request(100, "health", None);
+    p.recv_until_id("100");
+    p.close_stdin();
+    let rest = p.drain_to_eof();
+    let mut by_id: HashMap<String, &common::Msg> = HashMap::new();
+    for m in &rest {
+        assert!(
+            by_id.insert(m.raw_id().unwrap(), m).is_none(),
+            "answered twice"
+        );
+    }
+    for id in ["1", "2", "3", "4"] {
+        assert_eq!(
+            by_id[id].result()["success"],
+            json!(true),
+            "running invoke {id}"
+        );
+    }
+    for id in ["5", "6", "7"] {
+        assert_eq!(
+            by_id[id].error()["data"]["errorCode"],
+            json!("SHUTTING_DOWN")
+        );
+    }
+    // The refusals come before the running invokes end.
+    let first_sleep = rest.iter().position(|m| m.raw_id().as_deref() == Some("1"));
+    let last_refusal = rest
+        .iter()
+        .rposition(|m| m.raw_id().as_deref() == Some("7"));
+    assert!(
+        last_refusal < first_sleep,
+        "refused at once, not after the slots freed"
+    );
+    assert_eq!(p.wait_exit().code(), Some(0));
+}
+
+#[test]
+fn the_plugin_exits_once_its_handlers_end_after_the_host_closes_its_stdout() {
+    let mut p = Raw::spawn();
+    let mut stdin = p.stdin.take().expect("stdin");
+    stdin
+        .write_all(invoke_line(1, "sleep", &json!({"ms":100})).as_bytes())
+        .unwrap();
+    stdin
+        .write_all(invoke_line(2, "sleep", &json!({"ms":600})).as_bytes())
+        .unwrap();
+    writeln!(stdin, r#"{{"jsonrpc":"2.0","id":3,"method":"health"}}"#).unwrap();
+    stdin.flush().unwrap();
+    assert_eq!(p.read()["id"], json!(3), "both invokes were taken");
+    // The host closes our stdout and keeps stdin open.
+    let closed = Instant::now();
+    drop(std::mem::replace(
+        &mut p.stdout,
+        BufReader::new(
+            Command::new("true")
+                .stdout(Stdio::piped())
+                .spawn()
+                .unwrap()
+                .stdout
+                .take()
+                .unwrap(),
+        ),
+    ));
+    let status = p.wait_exit(Duration::from_secs(10));
+    let took = closed.elapsed();
+    assert_eq!(status.code(), Some(0));
+    // The grace period is 4 s; the last handler ends at 0.6 s. Well under the grace,
+    // with a margin for a loaded machine, says it did not wait for the grace.
+    assert!(took < Duration::from_millis(3_000), "exited after {took:?}");
+    assert!(
+        took >= Duration::from_millis(400),
+        "exited before its handler ended"
+    );
+    drop(stdin);
+}
+
+#[test]
+fn oversized_frames_with_non_scalar_ids_are_answered_with_null() {
+    let mut p = Conn::spawn();
+    let bulk = "x".repeat(17 * 1024 * 1024);
+    for id in [r#"{"a":1}"#, "true", "[1,2]"] {
+        p.send_line(&format!(
+            r#"{{"jsonrpc":"2.0","id":{id},"method":"invoke","params":{{"tool":"echo","arguments":{{"t":"{bulk}"}}}}}}"#
+        ));
+        let m = p.recv();
+        assert_eq!(m.raw_id().as_deref(), Some("null"), "{}", m.raw);
+        assert_eq!(m.error()["data"]["errorCode"], json!("frame_too_large"));
+    }
+    // A scalar id is still echoed.
+    p.send_line(&format!(
+        r#"{{"jsonrpc":"2.0","id":"s-1","method":"invoke","params":{{"tool":"echo","arguments":{{"t":"{bulk}"}}}}}}"#
+    ));
+    assert_eq!(p.recv().raw_id().as_deref(), Some("\"s-1\""));
+    let _ = RECV_TIMEOUT;
+    p.finish();
+}
