@@ -220,10 +220,18 @@ struct IdOnly<'a> {
 /// Classifies one frame. Never fails: bad input becomes [`Message::Invalid`] or
 /// [`Message::Unparsable`], to be answered with -32600 or -32700.
 pub fn parse(line: &[u8]) -> Message<'_> {
+    // Parsing from `str` borrows strings without validating each one again (and one parser
+    // instance keeps plugin binaries small).
+    let line = match std::str::from_utf8(line) {
+        Ok(text) => text,
+        Err(e) => {
+            return Message::Unparsable(format!("parse error: the frame is not UTF-8 ({e})"));
+        }
+    };
     // Only an object is an envelope. serde's derived `Deserialize` would also accept an
     // array positionally (`[7,"health"]` as id 7, method "health"), so check first.
-    if line.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
-        return match serde_json::from_slice::<serde::de::IgnoredAny>(line) {
+    if line.trim_start().as_bytes().first() != Some(&b'{') {
+        return match serde_json::from_str::<serde::de::IgnoredAny>(line) {
             Ok(_) => Message::Invalid {
                 id: None,
                 reason: "a frame must be a JSON object".to_owned(),
@@ -231,10 +239,10 @@ pub fn parse(line: &[u8]) -> Message<'_> {
             Err(e) => Message::Unparsable(format!("parse error: {e}")),
         };
     }
-    let env: Envelope<'_> = match serde_json::from_slice(line) {
+    let env: Envelope<'_> = match serde_json::from_str(line) {
         Ok(env) => env,
         Err(e) if e.is_data() => {
-            let id = serde_json::from_slice::<IdOnly<'_>>(line)
+            let id = serde_json::from_str::<IdOnly<'_>>(line)
                 .ok()
                 .and_then(|x| x.id)
                 .filter(|id| valid_id(id));

@@ -10,7 +10,7 @@ use crossbeam_channel::{Receiver, SendTimeoutError, Sender, TrySendError, bounde
 
 /// Frames the outgoing queue holds: enough run-ahead that a burst of replies is written
 /// with one `write(2)`.
-pub(crate) const OUT_QUEUE: usize = 1024;
+pub(crate) const OUT_QUEUE: usize = 256;
 
 /// Bytes the outgoing queue holds at most, so a host that stops reading cannot make the
 /// plugin buffer 1024 large results.

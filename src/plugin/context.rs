@@ -40,12 +40,13 @@ impl Invocation {
         tool: Arc<str>,
         context: Option<&RawValue>,
         legacy: LegacyFields,
-        link: impl FnOnce(Option<String>, Option<SystemTime>) -> Arc<InvokeLink>,
+        link: impl FnOnce(Option<&str>, Option<SystemTime>) -> Arc<InvokeLink>,
     ) -> Invocation {
-        let ctx: WireContext = context
+        let ctx: WireContext<'_> = context
             .and_then(|raw| serde_json::from_str(raw.get()).ok())
             .unwrap_or_default();
-        let invoke_id = ctx.invoke_id.or(legacy.invoke_id.and_then(text));
+        let legacy_id = legacy.invoke_id.and_then(text);
+        let invoke_id = ctx.invoke_id.as_deref().or(legacy_id.as_deref());
         let mut tokens = ctx.tokens;
         for (name, value) in legacy.tokens {
             if !tokens.iter().any(|(n, _)| n == name) {
@@ -60,6 +61,15 @@ impl Invocation {
             plugin_name: ctx.plugin_name,
             handle,
         }
+    }
+
+    /// Ends the invoke (as dropping it does: secrets wiped, handles refuse new calls) and
+    /// gives back its link, for the next invoke on this thread to reuse when no handle to
+    /// it survived.
+    pub(crate) fn end(self) -> Arc<InvokeLink> {
+        let link = self.handle.link_arc();
+        drop(self);
+        link
     }
 
     /// The tool being invoked.
@@ -203,17 +213,18 @@ fn find<'a>(list: &'a [(String, Secret)], name: &str) -> Option<&'a str> {
 }
 
 /// `params.context`, read in one pass without building a `Value` tree: only the fields
-/// the runtime uses are kept, secrets go straight into [`Secret`]s, the rest is skipped.
+/// the runtime uses are kept (borrowed from the request text where it has no escapes),
+/// secrets go straight into [`Secret`]s, the rest is skipped.
 #[derive(Default)]
-struct WireContext {
-    invoke_id: Option<String>,
+struct WireContext<'a> {
+    invoke_id: Option<Cow<'a, str>>,
     deadline_ms: Option<f64>,
     plugin_name: Option<String>,
     credentials: Vec<(String, Secret)>,
     tokens: Vec<(String, Secret)>,
 }
 
-impl<'de> Deserialize<'de> for WireContext {
+impl<'de> Deserialize<'de> for WireContext<'de> {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         d.deserialize_map(ContextVisitor)
     }
@@ -222,17 +233,17 @@ impl<'de> Deserialize<'de> for WireContext {
 struct ContextVisitor;
 
 impl<'de> Visitor<'de> for ContextVisitor {
-    type Value = WireContext;
+    type Value = WireContext<'de>;
 
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("an invoke context object")
     }
 
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<WireContext, A::Error> {
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<WireContext<'de>, A::Error> {
         let mut ctx = WireContext::default();
-        while let Some(key) = map.next_key::<Cow<'de, str>>()? {
+        while let Some(Text(key)) = map.next_key::<Text<'de>>()? {
             match key.as_ref() {
-                "invoke_id" => ctx.invoke_id = map.next_value::<Option<Value>>()?.and_then(text),
+                "invoke_id" => ctx.invoke_id = map.next_value::<IdText<'de>>()?.0,
                 "deadline_ms" => {
                     ctx.deadline_ms = map.next_value::<Option<Value>>()?.and_then(|v| v.as_f64())
                 }
@@ -257,6 +268,79 @@ impl<'de> Visitor<'de> for ContextVisitor {
             }
         }
         Ok(ctx)
+    }
+}
+
+/// A string, borrowed from the input where it has no escapes.
+struct Text<'a>(Cow<'a, str>);
+
+impl<'de> Deserialize<'de> for Text<'de> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_str(TextVisitor)
+            .map(|t| Text(t.unwrap_or_default()))
+    }
+}
+
+/// An id-like value: a non-empty string (borrowed where possible) or a number as text;
+/// anything else is no id.
+struct IdText<'a>(Option<Cow<'a, str>>);
+
+impl<'de> Deserialize<'de> for IdText<'de> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(TextVisitor)
+            .map(|t| IdText(t.filter(|s| !s.is_empty())))
+    }
+}
+
+struct TextVisitor;
+
+impl<'de> Visitor<'de> for TextVisitor {
+    type Value = Option<Cow<'de, str>>;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a string")
+    }
+
+    fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Self::Value, E> {
+        Ok(Some(Cow::Borrowed(v)))
+    }
+
+    fn visit_str<E>(self, v: &str) -> Result<Self::Value, E> {
+        Ok(Some(Cow::Owned(v.to_owned())))
+    }
+
+    fn visit_string<E>(self, v: String) -> Result<Self::Value, E> {
+        Ok(Some(Cow::Owned(v)))
+    }
+
+    fn visit_u64<E>(self, v: u64) -> Result<Self::Value, E> {
+        Ok(Some(Cow::Owned(v.to_string())))
+    }
+
+    fn visit_i64<E>(self, v: i64) -> Result<Self::Value, E> {
+        Ok(Some(Cow::Owned(v.to_string())))
+    }
+
+    fn visit_f64<E>(self, v: f64) -> Result<Self::Value, E> {
+        Ok(serde_json::Number::from_f64(v).map(|n| Cow::Owned(n.to_string())))
+    }
+
+    fn visit_unit<E>(self) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+
+    fn visit_bool<E>(self, _: bool) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+        while seq.next_element::<IgnoredAny>()?.is_some() {}
+        Ok(None)
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+        Ok(None)
     }
 }
 
@@ -288,7 +372,7 @@ fn epoch_ms(ms: f64) -> Option<SystemTime> {
 mod tests {
     use super::*;
 
-    fn parse(ctx: &str) -> WireContext {
+    fn parse(ctx: &str) -> WireContext<'_> {
         serde_json::from_str(ctx).unwrap()
     }
 
@@ -324,6 +408,18 @@ mod tests {
             None,
             "an absurd deadline is ignored, not a panic"
         );
+    }
+
+    #[test]
+    fn an_unescaped_invoke_id_is_borrowed_and_an_escaped_one_decoded() {
+        let c = parse(r#"{"invoke_id":"abc-1"}"#);
+        assert!(matches!(c.invoke_id, Some(Cow::Borrowed("abc-1"))));
+        let c = parse(r#"{"invo\u006be_id":"a\"b"}"#);
+        assert_eq!(c.invoke_id.as_deref(), Some("a\"b"));
+        let c = parse(r#"{"invoke_id":""}"#);
+        assert_eq!(c.invoke_id, None, "an empty id is no id");
+        let c = parse(r#"{"invoke_id":{"x":1},"plugin_name":"p"}"#);
+        assert_eq!((c.invoke_id, c.plugin_name.as_deref()), (None, Some("p")));
     }
 
     #[test]

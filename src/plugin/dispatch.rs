@@ -19,7 +19,7 @@ use crate::wire;
 use super::context::{Invocation, LegacyFields};
 use super::events::Event;
 use super::health::Health;
-use super::job::{InvokeJob, Job, Line, Method, span_of};
+use super::job::{InvokeJob, Job, Line, Method};
 use super::pool::{Admission, Admit};
 use super::reverse::InvokeLink;
 use super::service::Service;
@@ -47,6 +47,8 @@ pub(crate) struct Scratch {
     frame: Vec<u8>,
     /// Set once this job's last reply is in hand (see `Pool::replying`).
     replying: bool,
+    /// The link of this thread's last invoke, reused when no handle to it survived.
+    link: Option<Arc<InvokeLink>>,
 }
 
 /// A reply frame grown past this is given back rather than kept for the next reply.
@@ -219,19 +221,7 @@ impl Service {
         params: Option<Range<usize>>,
         scratch: &mut Scratch,
     ) {
-        let job = match self.prepare_invoke(&line, params.as_ref()) {
-            Ok((tool, arguments, invocation)) => InvokeJob {
-                line,
-                id,
-                arguments,
-                tool,
-                invocation,
-            },
-            Err(error) => {
-                self.reply_error(line.bytes(&id), &error);
-                return self.intake.recycle(line.into_buffer());
-            }
-        };
+        let job = InvokeJob { line, id, params };
         match self.pool.admit(job) {
             Admit::Run(job) => self.run_invokes(job, scratch),
             Admit::Deferred => {}
@@ -239,53 +229,11 @@ impl Service {
         }
     }
 
-    /// Reads the invoke params (borrowed from the line) and builds the invocation.
-    fn prepare_invoke(
-        &self,
-        line: &Line,
-        params: Option<&Range<usize>>,
-    ) -> Result<(usize, Option<Range<usize>>, Invocation), RpcError> {
-        let text = params.map_or(&b"null"[..], |p| line.bytes(p));
-        let p: InvokeParams<'_> = serde_json::from_slice(text).map_err(|e| {
-            let msg = format!("invalid invoke params (expected {{tool, arguments, context}}): {e}");
-            RpcError::new(codes::INVALID_PARAMS, msg)
-        })?;
-        let Some(tool) = self.tool_index(&p.tool) else {
-            let msg = format!("unknown tool: {}", p.tool);
-            return Err(RpcError::with_code(
-                codes::METHOD_NOT_FOUND,
-                "TOOL_NOT_FOUND",
-                msg,
-            ));
-        };
-        let whole = line.all();
-        let arguments = p
-            .arguments
-            .filter(|a| a.get() != "null")
-            .and_then(|a| span_of(whole, a.get()));
-        let mut legacy = LegacyFields {
-            invoke_id: p.invoke_id,
-            tokens: Vec::new(),
-        };
-        if let Some(t) = p.sampling_token {
-            legacy.tokens.push(("sampling_token", t));
-        }
-        if let Some(t) = p.storage_token {
-            legacy.tokens.push(("storage_token", t));
-        }
-        let name = self.tools[tool].name.clone();
-        let peer = &self.peer;
-        let invocation = Invocation::new(name, p.context, legacy, |invoke_id, deadline| {
-            InvokeLink::new(invoke_id, deadline, peer.clone())
-        });
-        Ok((tool, arguments, invocation))
-    }
-
     /// Runs an admitted invoke, then any invokes that waited for its slot.
     fn run_invokes(&self, first: InvokeJob, scratch: &mut Scratch) {
         let mut next = Some(first);
         while let Some(job) = next {
-            self.execute(job, &mut scratch.frame);
+            self.execute(job, scratch);
             next = self.pool.finish();
             if next.is_none() {
                 self.pool.replying();
@@ -297,23 +245,65 @@ impl Service {
         }
     }
 
-    /// Runs the handler and builds the response frame in `frame`.
-    fn execute(&self, job: InvokeJob, frame: &mut Vec<u8>) {
-        let InvokeJob {
-            line,
-            id,
-            arguments,
-            tool,
-            invocation,
-        } = job;
-        let id = line.bytes(&id);
-        let tool = &self.tools[tool];
-        let arguments = match &arguments {
-            Some(span) => line.raw(span),
-            None => None,
-        };
-        let arguments = arguments.unwrap_or_else(|| empty_object());
+    /// Reads the invoke's params (once, borrowed from its line), runs the handler and
+    /// builds the response frame in `scratch.frame`.
+    fn execute(&self, job: InvokeJob, scratch: &mut Scratch) {
+        let InvokeJob { line, id, params } = job;
+        let frame = &mut scratch.frame;
         frame.clear();
+        let id = line.bytes(&id);
+        // The reader parsed this line, so it is UTF-8; parsing from `str` then borrows
+        // every string without checking it again.
+        let text = std::str::from_utf8(line.all()).unwrap_or("");
+        let params = params.and_then(|p| text.get(p)).unwrap_or("null");
+        match serde_json::from_str::<InvokeParams<'_>>(params) {
+            Ok(p) => self.run_tool(id, p, frame, &mut scratch.link),
+            Err(e) => {
+                let msg =
+                    format!("invalid invoke params (expected {{tool, arguments, context}}): {e}");
+                wire::write_error_to(frame, id, &RpcError::new(codes::INVALID_PARAMS, msg));
+            }
+        }
+        // Every reply counts against the platform's payload cap, failures included.
+        if frame.len() > self.opts.max_result_bytes {
+            let size = frame.len();
+            frame.clear();
+            self.too_large(frame, id, size);
+        }
+        self.intake.recycle(line.into_buffer());
+    }
+
+    fn run_tool(
+        &self,
+        id: &[u8],
+        p: InvokeParams<'_>,
+        frame: &mut Vec<u8>,
+        link: &mut Option<Arc<InvokeLink>>,
+    ) {
+        let Some(index) = self.tool_index(&p.tool) else {
+            let msg = format!("unknown tool: {}", p.tool);
+            let error = RpcError::with_code(codes::METHOD_NOT_FOUND, "TOOL_NOT_FOUND", msg);
+            return wire::write_error_to(frame, id, &error);
+        };
+        let tool = &self.tools[index];
+        let arguments = p
+            .arguments
+            .filter(|a| a.get() != "null")
+            .unwrap_or_else(|| empty_object());
+        let mut legacy = LegacyFields {
+            invoke_id: p.invoke_id,
+            tokens: Vec::new(),
+        };
+        if let Some(t) = p.sampling_token {
+            legacy.tokens.push(("sampling_token", t));
+        }
+        if let Some(t) = p.storage_token {
+            legacy.tokens.push(("storage_token", t));
+        }
+        let cached = link.take();
+        let invocation = Invocation::new(tool.name.clone(), p.context, legacy, |id, deadline| {
+            InvokeLink::renew(cached, id, deadline, &self.peer)
+        });
         frame.extend_from_slice(b"{\"jsonrpc\":\"2.0\",\"id\":");
         frame.extend_from_slice(id);
         frame.extend_from_slice(b",\"result\":{\"success\":true,\"data\":");
@@ -322,7 +312,7 @@ impl Service {
             (tool.handler)(arguments, &tool.params, &invocation, frame)
         }));
         // The invoke ends here: its secrets are wiped and its handles refuse new calls.
-        drop(invocation);
+        *link = Some(invocation.end());
         match outcome {
             Ok(Ok(())) => {
                 if frame.get(data_at) != Some(&b'{') {
@@ -358,13 +348,6 @@ impl Service {
                 wire::write_error_to(frame, id, &error);
             }
         }
-        // Every reply counts against the platform's payload cap, failures included.
-        if frame.len() > self.opts.max_result_bytes {
-            let size = frame.len();
-            frame.clear();
-            self.too_large(frame, id, size);
-        }
-        self.intake.recycle(line.into_buffer());
     }
 
     fn too_large(&self, frame: &mut Vec<u8>, id: &[u8], size: usize) {

@@ -11,9 +11,8 @@
 //! request costs no allocation for its line once the plugin is warm.
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::time::Duration;
-
-use crossbeam_channel::{Receiver, Sender, bounded};
 
 /// Bytes of queued requests (lines plus overhead) the reader may hold.
 pub(crate) const INTAKE_BYTES: usize = 8 * 1024 * 1024;
@@ -31,31 +30,59 @@ const WAIT_BOUND: Duration = Duration::from_millis(100);
 
 pub(crate) struct Intake {
     held: AtomicUsize,
+    /// Jobs in the queue, and the queue's slots: a waiting reader is woken only once the
+    /// queue is half empty (by bytes and by slots), so it reads a burst per wake-up
+    /// instead of one frame per job taken.
+    jobs: AtomicUsize,
+    slots: usize,
     reader_waiting: AtomicBool,
-    wake_tx: Sender<()>,
-    wake_rx: Receiver<()>,
-    free_tx: Sender<Vec<u8>>,
-    free_rx: Receiver<Vec<u8>>,
+    bell: Arc<Bell>,
+    free: Mutex<Vec<Vec<u8>>>,
+}
+
+/// A wake-up that is never lost: a rung bell stays rung until the waiter hears it.
+/// (A mutex and a condition variable rather than a channel: this crate's channels are for
+/// work, and each channel type adds its own code to every plugin binary.)
+#[derive(Default)]
+pub(crate) struct Bell {
+    rung: Mutex<bool>,
+    heard: Condvar,
+}
+
+impl Bell {
+    /// Wakes the waiter, or makes its next wait return at once.
+    pub fn ring(&self) {
+        *self.rung.lock().unwrap_or_else(PoisonError::into_inner) = true;
+        self.heard.notify_one();
+    }
+
+    /// Waits for a ring, at most `bound`.
+    fn wait(&self, bound: Duration) {
+        let rung = self.rung.lock().unwrap_or_else(PoisonError::into_inner);
+        let (mut rung, _) = self
+            .heard
+            .wait_timeout_while(rung, bound, |rung| !*rung)
+            .unwrap_or_else(PoisonError::into_inner);
+        *rung = false;
+    }
 }
 
 impl Intake {
-    pub fn new() -> Intake {
-        let (wake_tx, wake_rx) = bounded(1);
-        let (free_tx, free_rx) = bounded(FREE_BUFFERS);
+    pub fn new(slots: usize) -> Intake {
         Intake {
             held: AtomicUsize::new(0),
+            jobs: AtomicUsize::new(0),
+            slots,
             reader_waiting: AtomicBool::new(false),
-            wake_tx,
-            wake_rx,
-            free_tx,
-            free_rx,
+            bell: Arc::default(),
+            free: Mutex::new(Vec::new()),
         }
     }
 
     /// A sender that wakes a waiting reader (given to the pending table, which pokes it
     /// when a handler starts a call to the host).
-    pub fn waker(&self) -> Sender<()> {
-        self.wake_tx.clone()
+    pub fn waker(&self) -> Arc<Bell> {
+        self.bell.clone()
     }
 
     /// Counts `weight` bytes in, unless that would pass the budget. Nothing held always
@@ -72,28 +99,35 @@ impl Intake {
                 Ordering::SeqCst,
                 Ordering::SeqCst,
             ) {
-                Ok(_) => return true,
+                Ok(_) => {
+                    self.jobs.fetch_add(1, Ordering::SeqCst);
+                    return true;
+                }
                 Err(now) => held = now,
             }
         }
     }
 
-    /// Whether `weight` more bytes would be admitted now.
-    pub fn has_room(&self, weight: usize) -> bool {
-        let held = self.held.load(Ordering::SeqCst);
-        held == 0 || held.saturating_add(weight) <= INTAKE_BYTES
+    /// Whether a waiting reader should go on: the queue is at most half full.
+    pub fn drained(&self) -> bool {
+        self.held.load(Ordering::SeqCst) <= INTAKE_BYTES / 2
+            && self.jobs.load(Ordering::SeqCst) <= self.slots / 2
     }
 
-    /// Gives back what a job held (it left the queue) and wakes a waiting reader.
+    /// Gives back what a job held (it left the queue) and wakes a waiting reader once the
+    /// queue is half empty.
     pub fn release(&self, weight: usize) {
         self.held.fetch_sub(weight, Ordering::SeqCst);
-        self.wake();
+        self.jobs.fetch_sub(1, Ordering::SeqCst);
+        if self.drained() {
+            self.wake();
+        }
     }
 
     /// Wakes the reader if it waits. Cheap when it does not: one atomic load.
     pub fn wake(&self) {
         if self.reader_waiting.load(Ordering::SeqCst) {
-            let _ = self.wake_tx.try_send(());
+            self.bell.ring();
         }
     }
 
@@ -103,14 +137,19 @@ impl Intake {
     pub fn wait_unless(&self, ready: impl Fn() -> bool) {
         self.reader_waiting.store(true, Ordering::SeqCst);
         if !ready() {
-            let _ = self.wake_rx.recv_timeout(WAIT_BOUND);
+            self.bell.wait(WAIT_BOUND);
         }
         self.reader_waiting.store(false, Ordering::SeqCst);
     }
 
     /// A buffer for the next line, reused when one is free.
     pub fn buffer(&self, len: usize) -> Vec<u8> {
-        let mut buf = self.free_rx.try_recv().unwrap_or_default();
+        let kept = self
+            .free
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .pop();
+        let mut buf = kept.unwrap_or_default();
         buf.reserve(len);
         buf
     }
@@ -118,7 +157,10 @@ impl Intake {
     /// Takes back a zeroed buffer for reuse; a large one is freed instead.
     pub fn recycle(&self, buf: Vec<u8>) {
         if buf.capacity() <= KEEP_BUFFER_BYTES {
-            let _ = self.free_tx.try_send(buf);
+            let mut free = self.free.lock().unwrap_or_else(PoisonError::into_inner);
+            if free.len() < FREE_BUFFERS {
+                free.push(buf);
+            }
         }
     }
 }
@@ -129,7 +171,7 @@ mod tests {
 
     #[test]
     fn the_budget_admits_one_job_of_any_size_and_then_holds_the_line() {
-        let intake = Intake::new();
+        let intake = Intake::new(8);
         assert!(
             intake.try_reserve(INTAKE_BYTES * 2),
             "nothing held: admitted"
@@ -143,7 +185,7 @@ mod tests {
 
     #[test]
     fn a_release_wakes_a_waiting_reader() {
-        let intake = std::sync::Arc::new(Intake::new());
+        let intake = std::sync::Arc::new(Intake::new(8));
         assert!(intake.try_reserve(INTAKE_BYTES));
         let other = intake.clone();
         let t = std::thread::spawn(move || {
@@ -162,7 +204,7 @@ mod tests {
 
     #[test]
     fn buffers_are_reused_and_large_ones_freed() {
-        let intake = Intake::new();
+        let intake = Intake::new(8);
         let mut b = intake.buffer(100);
         b.extend_from_slice(b"abc");
         let ptr = b.as_ptr();
@@ -171,6 +213,9 @@ mod tests {
         let again = intake.buffer(10);
         assert_eq!(again.as_ptr(), ptr, "the same allocation comes back");
         intake.recycle(Vec::with_capacity(KEEP_BUFFER_BYTES + 1));
-        assert!(intake.free_rx.is_empty(), "a large buffer is not kept");
+        assert!(
+            intake.free.lock().unwrap().is_empty(),
+            "a large buffer is not kept"
+        );
     }
 }

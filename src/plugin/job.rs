@@ -3,12 +3,9 @@
 
 use std::ops::Range;
 
-use serde_json::value::RawValue;
-
 use crate::error::RpcError;
 use crate::id::Id;
 
-use super::context::Invocation;
 use super::pool::Waiting;
 
 /// Bytes a queued job costs beyond its line: the job itself, its queue slot, bookkeeping.
@@ -32,11 +29,6 @@ impl Line {
     /// The bytes of `span`. Spans come from the reader's parse of this very line.
     pub fn bytes(&self, span: &Range<usize>) -> &[u8] {
         self.0.get(span.clone()).unwrap_or_default()
-    }
-
-    /// The text of `span` as JSON (the reader parsed it, so it is valid; `None` otherwise).
-    pub fn raw(&self, span: &Range<usize>) -> Option<&RawValue> {
-        serde_json::from_slice(self.bytes(span)).ok()
     }
 
     /// What this line holds in memory.
@@ -116,13 +108,12 @@ impl Method {
     }
 }
 
-/// An invoke ready to run: its line (arguments and id stay where they are) and its context.
+/// An invoke admitted to run or to wait for a slot. Its params are parsed when it runs,
+/// once, borrowed from its line.
 pub(crate) struct InvokeJob {
     pub line: Line,
     pub id: Range<usize>,
-    pub arguments: Option<Range<usize>>,
-    pub tool: usize,
-    pub invocation: Invocation,
+    pub params: Option<Range<usize>>,
 }
 
 impl InvokeJob {

@@ -203,9 +203,8 @@ impl Reader {
             if svc.peer.pending.len() > 0 {
                 return Err(job);
             }
-            svc.intake.wait_unless(|| {
-                svc.peer.pending.len() > 0 || (!self.jobs.is_full() && svc.intake.has_room(weight))
-            });
+            svc.intake
+                .wait_unless(|| svc.peer.pending.len() > 0 || svc.intake.drained());
         }
     }
 

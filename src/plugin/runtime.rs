@@ -28,7 +28,7 @@ const FLUSH_FLOOR: Duration = Duration::from_millis(200);
 
 /// Slots of the request queue between the reader and the dispatch side (its bytes are
 /// bounded separately, see `intake.rs`).
-const JOB_QUEUE: usize = 256;
+const JOB_QUEUE: usize = 128;
 
 /// Why a plugin stopped serving.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

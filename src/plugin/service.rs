@@ -61,7 +61,7 @@ pub(crate) struct Parts {
 impl Service {
     pub(crate) fn new(parts: Parts, out: Output, events: Notifier, jobs: Receiver<Job>) -> Service {
         let poll = spin::effective(parts.opts.spin);
-        let intake = Intake::new();
+        let intake = Intake::new(jobs.capacity().unwrap_or(1));
         let peer = Arc::new(Peer {
             out,
             pending: Pending::new("ex-", Some(intake.waker())),

@@ -20,7 +20,7 @@ pub use crate::protocol::{
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant, SystemTime};
 
 use crossbeam_channel::RecvTimeoutError;
@@ -67,17 +67,42 @@ pub(crate) struct InvokeLink {
 }
 
 impl InvokeLink {
-    pub fn new(
-        invoke_id: Option<String>,
+    /// The link of a new invoke. `cached` is the link of an earlier invoke on the same
+    /// thread: when no handle to it survived its invoke, it is reset and reused, so the hot
+    /// path allocates no link (nor its invoke id) once warm.
+    pub fn renew(
+        cached: Option<Arc<InvokeLink>>,
+        invoke_id: Option<&str>,
         deadline: Option<SystemTime>,
-        peer: Arc<Peer>,
+        peer: &Arc<Peer>,
     ) -> Arc<Self> {
+        if let Some(mut link) = cached
+            && let Some(l) = Arc::get_mut(&mut link)
+        {
+            match (invoke_id, &mut l.invoke_id) {
+                (Some(id), Some(kept)) => {
+                    kept.clear();
+                    kept.push_str(id);
+                }
+                (id, kept) => *kept = id.map(str::to_owned),
+            }
+            l.deadline = deadline;
+            *l.ended.get_mut() = false;
+            let usage = l.usage.get_mut().unwrap_or_else(PoisonError::into_inner);
+            let mut sent = std::mem::take(&mut usage.progress_sent);
+            sent.clear();
+            *usage = Usage {
+                progress_sent: sent,
+                ..Usage::default()
+            };
+            return link;
+        }
         Arc::new(InvokeLink {
-            invoke_id,
+            invoke_id: invoke_id.map(str::to_owned),
             deadline,
             ended: AtomicBool::new(false),
             usage: Mutex::new(Usage::default()),
-            peer,
+            peer: peer.clone(),
         })
     }
 
@@ -107,6 +132,10 @@ impl InvokeHandle {
 
     pub(crate) fn link(&self) -> &InvokeLink {
         &self.0
+    }
+
+    pub(crate) fn link_arc(&self) -> Arc<InvokeLink> {
+        self.0.clone()
     }
 
     /// The invoke's id, when the host sent one.

@@ -6,13 +6,15 @@
 //! never deadlock the process. Removal happens under the lock, so each id completes
 //! exactly once; an answer to an unknown or already-settled id is logged and dropped.
 
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 
 use crossbeam_channel::{Receiver, Sender, bounded};
 use serde_json::value::RawValue;
 
 use crate::error::RpcError;
+
+use super::super::intake::Bell;
 
 /// What a peer answered: the raw result, or its error object.
 pub(crate) type Answer = Result<Box<RawValue>, RpcError>;
@@ -27,7 +29,7 @@ pub(crate) struct Pending {
     waiting: AtomicUsize,
     /// Poked when a call is registered, so a reader waiting for queue room looks again:
     /// with a call waiting it must keep reading (the answer may be behind the flood).
-    wake: Option<Sender<()>>,
+    wake: Option<Arc<Bell>>,
 }
 
 struct Table {
@@ -53,7 +55,7 @@ impl Table {
 
 impl Pending {
     /// An empty table. `prefix` must be plain ASCII without quotes.
-    pub fn new(prefix: &'static str, wake: Option<Sender<()>>) -> Self {
+    pub fn new(prefix: &'static str, wake: Option<Arc<Bell>>) -> Self {
         Pending {
             prefix,
             next: AtomicU64::new(1),
@@ -85,7 +87,7 @@ impl Pending {
         self.counted(&table);
         drop(table);
         if let Some(wake) = &self.wake {
-            let _ = wake.try_send(());
+            wake.ring();
         }
         Ok(Ticket {
             number,
