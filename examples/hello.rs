@@ -2,15 +2,17 @@
 //!
 //! Try it: `printf '%s\n' '{"jsonrpc":"2.0","id":1,"method":"invoke","params":{"tool":"greet","arguments":{"name":"Ada"}}}' | cargo run --example hello`
 
-use executa::{Param, Plugin, Tool, ToolError};
-use serde::Deserialize;
+use executa::{Plugin, Tool, ToolError};
 use serde_json::{Value, json};
 
-#[derive(Deserialize)]
-struct GreetArgs {
-    name: String,
-    #[serde(default)]
-    excited: bool,
+executa::args! {
+    /// The `greet` tool's arguments: the manifest's parameter list is made from these lines.
+    struct GreetArgs {
+        /// Who to greet
+        name: String,
+        /// End with an exclamation mark
+        excited: bool = false,
+    }
 }
 
 fn greet(args: GreetArgs, _ctx: &executa::Invocation) -> Result<Value, ToolError> {
@@ -21,15 +23,17 @@ fn greet(args: GreetArgs, _ctx: &executa::Invocation) -> Result<Value, ToolError
     Ok(json!({ "greeting": format!("Hello, {}{mark}", args.name) }))
 }
 
-fn main() {
+/// The plugin, apart from `main` so the tests below can run it in-process.
+fn plugin() -> Plugin {
     Plugin::new("hello", "0.1.0")
         .description("Greets people by name")
-        .tool(
-            Tool::new("greet", "Returns a greeting for a person", greet)
-                .param(Param::string("name", "Who to greet"))
-                .param(
-                    Param::boolean("excited", "End with an exclamation mark").default_value(false),
-                ),
-        )
-        .run()
+        .tool(Tool::typed(
+            "greet",
+            "Returns a greeting for a person",
+            greet,
+        ))
+}
+
+fn main() {
+    plugin().run()
 }

@@ -5,7 +5,10 @@
 compile_error!("executa supports Unix only: it relies on pipes, signals and file descriptors");
 
 // Shared by both sides: the wire format, ids, errors, the output writer, the manifest,
-// the protocol's rules, secrets, and the one libc module.
+// the parameter declarations, the protocol's rules, secrets, and
+// the one libc module.
+mod arg_path;
+pub mod args;
 pub mod error;
 pub mod id;
 mod lock;
@@ -26,6 +29,7 @@ mod plugin;
 #[cfg(feature = "host")]
 pub mod host;
 
+pub use args::{Args, ParamSchema};
 pub use error::{Error, Result, RpcError};
 pub use id::Id;
 pub use logger::{LOG_ENV, init_logger};
