@@ -5,12 +5,13 @@
 compile_error!("executa supports Unix only: it relies on pipes, signals and file descriptors");
 
 // Shared by both sides: the wire format, ids, errors, the output writer, the manifest,
-// the parameter declarations, the protocol's rules, secrets, and
+// the parameter declarations and the manifest lint, the protocol's rules, secrets, and
 // the one libc module.
 mod arg_path;
 pub mod args;
 pub mod error;
 pub mod id;
+pub mod lint;
 mod lock;
 mod logger;
 pub mod manifest;

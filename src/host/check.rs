@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use super::lint::{self, Area, Severity};
+use crate::lint::{self, Area, Severity};
 use super::types::snippet;
 use super::{
     ExitStage, Handlers, HostOptions, InvokeOptions, MemoryStorage, PluginCommand, PluginProcess,

@@ -45,7 +45,6 @@ mod context;
 mod core;
 mod dispatch;
 mod exit;
-pub mod lint;
 mod options;
 mod pending;
 mod process;
@@ -60,6 +59,8 @@ mod types;
 mod writer;
 
 pub use self::core::{HostState, HostStatus};
+/// The manifest lint, shared with the plugin runtime (which runs it at start-up).
+pub use crate::lint;
 pub use backends::{MAX_ENTRIES, MAX_VALUE_BYTES, MemoryStorage, ScriptedSampling};
 pub use client::Host;
 pub use command::PluginCommand;
