@@ -37,3 +37,31 @@ fn plugin() -> Plugin {
 fn main() {
     plugin().run()
 }
+
+// `cargo test` runs these through tests/examples.rs: the plugin in-process, no binary.
+#[cfg(test)]
+mod tests {
+    use executa::testing::TestHost;
+    use serde_json::json;
+
+    #[test]
+    fn greets_and_applies_the_default() -> executa::Result<()> {
+        let mut host = TestHost::start(super::plugin())?;
+        let out = host.invoke("greet", json!({ "name": "Ada" }))?;
+        assert_eq!(out.data(), Some(&json!({ "greeting": "Hello, Ada." })));
+        let out = host.invoke("greet", json!({ "name": "Ada", "excited": true }))?;
+        assert_eq!(out.data(), Some(&json!({ "greeting": "Hello, Ada!" })));
+        Ok(())
+    }
+
+    #[test]
+    fn reports_bad_input() -> executa::Result<()> {
+        let mut host = TestHost::start(super::plugin())?;
+        let out = host.invoke("greet", json!({ "name": " " }))?;
+        assert_eq!(out.error(), Some("name must not be empty"));
+        let out = host.invoke("greet", json!({ "name": 7 }))?;
+        let err = out.rpc_error().map(|e| (e.code, e.data.clone()));
+        assert_eq!(err, Some((-32602, Some(json!({ "path": "name" })))));
+        Ok(())
+    }
+}

@@ -30,6 +30,10 @@ mod plugin;
 #[cfg(feature = "host")]
 pub mod host;
 
+// Testing a plugin in-process with the host side's backends.
+#[cfg(feature = "host")]
+pub use host::testing;
+
 pub use args::{Args, ParamSchema};
 pub use error::{Error, Result, RpcError};
 pub use id::Id;

@@ -55,6 +55,7 @@ mod shutdown;
 mod signal;
 mod stderr;
 mod supervisor;
+pub mod testing;
 mod types;
 mod writer;
 
