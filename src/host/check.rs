@@ -11,13 +11,13 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::lint::{self, Area, Severity};
 use super::types::snippet;
 use super::{
     ExitStage, Handlers, HostOptions, InvokeOptions, MemoryStorage, PluginCommand, PluginProcess,
     ReverseCall, ScriptedSampling, Service, ShutdownReport,
 };
 use crate::error::{Error, RpcError, codes};
+use crate::lint::{self, Area, Severity};
 use crate::lock::lock;
 use crate::manifest::Manifest;
 use crate::protocol::ProtocolVersion;
@@ -31,7 +31,7 @@ pub const MALFORMED_LINE: &[u8] = b"{this is not JSON";
 #[derive(Clone, Debug, Default, PartialEq)]
 pub enum Smoke {
     /// Every tool, with arguments synthesized from its declared parameters
-    /// ([`sample_arguments`](super::sample_args::sample_arguments)).
+    /// ([`sample_arguments`](crate::host::sample_arguments)).
     #[default]
     Auto,
     /// This tool with these arguments.
