@@ -119,6 +119,11 @@ fn progress(args: StepsArgs, ctx: &Invocation) -> Reply {
 }
 
 fn main() {
+    plugin().run()
+}
+
+/// The plugin, apart from `main` so its tests run it in-process.
+fn plugin() -> Plugin {
     let any = |name: &str| Param::object(name, "Any JSON value").optional();
     Plugin::new("everything", "1.0.0")
         .description("Reference plugin exercising every executa feature")
@@ -188,5 +193,74 @@ fn main() {
             .param(any("anything"))
             .param(Param::array("tags", ParamType::String, "Tags").optional()),
         )
-        .run()
+}
+
+// `cargo test` runs these through tests/examples.rs: the plugin in-process, no binary.
+#[cfg(test)]
+mod tests {
+    use executa::host::{MemoryStorage, ScriptedSampling};
+    use executa::testing::{ProgressEvent, StorageWrite, TestHost};
+    use serde_json::json;
+
+    #[test]
+    fn storage_writes_are_reported_and_readable() -> executa::Result<()> {
+        let mut host = TestHost::start(super::plugin())?;
+        let out = host.invoke("remember", json!({ "key": "k", "value": { "n": 1 } }))?;
+        assert_eq!(out.data().map(|d| &d["stored"]), Some(&json!(true)));
+        assert_eq!(
+            out.storage_writes,
+            vec![StorageWrite {
+                method: "storage/set".into(),
+                scope: "user".into(),
+                key: "k".into(),
+                value: Some(json!({ "n": 1 })),
+            }]
+        );
+        assert_eq!(host.storage().value("user", "k"), Some(json!({ "n": 1 })));
+        let out = host.invoke("recall", json!({ "key": "k" }))?;
+        assert_eq!(
+            out.data(),
+            Some(&json!({ "exists": true, "value": { "n": 1 } }))
+        );
+        Ok(())
+    }
+
+    #[test]
+    fn sampling_is_answered_from_the_script() -> executa::Result<()> {
+        let script = ScriptedSampling::from_jsonl(
+            r#"{"match": {}, "result": {"text": "scripted answer"}}"#,
+        )?;
+        let mut host = TestHost::start_with(super::plugin(), MemoryStorage::new(), script)?;
+        let out = host.invoke("sample", json!({ "prompt": "hi" }))?;
+        assert_eq!(
+            out.data().map(|d| &d["text"]),
+            Some(&json!("scripted answer"))
+        );
+        assert_eq!(out.reverse_calls, vec!["sampling/createMessage"]);
+        Ok(())
+    }
+
+    #[test]
+    fn progress_events_and_failures_are_typed() -> executa::Result<()> {
+        let mut host = TestHost::start(super::plugin())?;
+        let out = host.invoke("progress", json!({ "steps": 2 }))?;
+        assert_eq!(
+            out.progress,
+            vec![
+                ProgressEvent {
+                    kind: "progress".into(),
+                    data: json!({ "step": 1, "of": 2 })
+                },
+                ProgressEvent {
+                    kind: "progress".into(),
+                    data: json!({ "step": 2, "of": 2 })
+                },
+            ]
+        );
+        let out = host.invoke("fail", json!({ "message": "no" }))?;
+        assert_eq!(out.error(), Some("no"));
+        let out = host.invoke("panic", json!({}))?;
+        assert_eq!(out.rpc_error().map(|e| e.code), Some(-32603));
+        Ok(())
+    }
 }

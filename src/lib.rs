@@ -5,9 +5,13 @@
 compile_error!("executa supports Unix only: it relies on pipes, signals and file descriptors");
 
 // Shared by both sides: the wire format, ids, errors, the output writer, the manifest,
-// the protocol's rules, secrets, and the one libc module.
+// the parameter declarations and the manifest lint, the protocol's rules, secrets, and
+// the one libc module.
+mod arg_path;
+pub mod args;
 pub mod error;
 pub mod id;
+pub mod lint;
 mod lock;
 mod logger;
 pub mod manifest;
@@ -26,6 +30,11 @@ mod plugin;
 #[cfg(feature = "host")]
 pub mod host;
 
+// Testing a plugin in-process with the host side's backends.
+#[cfg(feature = "host")]
+pub use host::testing;
+
+pub use args::{Args, ParamSchema};
 pub use error::{Error, Result, RpcError};
 pub use id::Id;
 pub use logger::{LOG_ENV, init_logger};

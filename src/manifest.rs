@@ -145,6 +145,9 @@ pub struct Param {
     /// Element schema for arrays, e.g. `{"type":"string"}`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub items: Option<Value>,
+    /// The fields of an object parameter, in the same LIST form as a tool's `parameters`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub properties: Option<Vec<Param>>,
 }
 
 fn yes() -> bool {
@@ -162,6 +165,7 @@ impl Param {
             default: None,
             allowed: None,
             items: None,
+            properties: None,
         }
     }
 
@@ -196,9 +200,15 @@ impl Param {
         p
     }
 
-    /// A required object parameter.
+    /// A required object parameter. Describe its fields with [`Param::property`].
     pub fn object(name: impl Into<String>, description: impl Into<String>) -> Self {
         Param::new(name, ParamType::Object, description)
+    }
+
+    /// Adds a field to an object parameter's `properties` (a nested parameter list).
+    pub fn property(mut self, field: Param) -> Self {
+        self.properties.get_or_insert_with(Vec::new).push(field);
+        self
     }
 
     /// Marks the parameter optional.

@@ -80,9 +80,10 @@ fn quickstart_plugin_passes() {
             render(&r)
         );
     }
+    let invoked = &r.line("invoke result").unwrap().detail;
     assert!(
-        r.line("invoke result").unwrap().detail.contains("whoami"),
-        "smoke call picks the argument-free tool"
+        invoked.contains("`whoami`") && invoked.contains("synthesized"),
+        "every tool is invoked: {invoked}"
     );
     assert!(r.line("exit on EOF").unwrap().detail.contains("exited 0"));
 }
@@ -283,4 +284,39 @@ fn the_smoke_invoke_waits_for_the_tools_declared_timeout() {
     let line = r.line("invoke result").unwrap();
     assert_eq!(line.outcome, Outcome::Pass, "{}", render(&r));
     assert!(r.passed(), "{}", render(&r));
+}
+
+#[test]
+fn every_tool_is_invoked_with_synthesized_arguments() {
+    // The only tool requires `text`; its result lacks `success`, which must fail, not skip.
+    let r = check::run(&py("flawed.py", &["required_no_success"]), &options());
+    fails_with(&r, "invoke result", "no `success` field", &[]);
+    assert!(
+        r.line("invoke result")
+            .unwrap()
+            .detail
+            .contains(r#"`echo` {"text":"ping"}"#),
+        "{}",
+        render(&r)
+    );
+}
+
+#[test]
+fn a_plugin_that_buffers_stdout_is_told_to_flush() {
+    let r = check::run(&py("buffered.py", &[]), &impatient());
+    let line = r.line("initialize").unwrap();
+    assert_eq!(line.outcome, Outcome::Fail, "{}", render(&r));
+    assert!(
+        line.detail.contains("flush stdout after each reply"),
+        "{}",
+        render(&r)
+    );
+    assert!(!line.detail.contains("never answered"), "{}", render(&r));
+    // The plugin is gone after the probe: the rest is skipped, not waited for.
+    assert_eq!(
+        r.line("describe").unwrap().outcome,
+        Outcome::Skip,
+        "{}",
+        render(&r)
+    );
 }

@@ -231,6 +231,14 @@ fn call_prints_the_result_and_progress() {
     assert!(o.status.success(), "{}", stderr(&o));
     let r: Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(r["data"]["text"], "hi there");
+    // The timing is on its own line on stderr, never glued to the JSON.
+    assert!(
+        stderr(&o)
+            .lines()
+            .any(|l| l.starts_with("invoke ") && l.ends_with(" ms") && l.contains(" took ")),
+        "{}",
+        stderr(&o)
+    );
 
     let o = executa(
         &[
@@ -314,4 +322,19 @@ fn bench_reports_percentiles_and_throughput() {
         "progress indicator: {}",
         stderr(&o)
     );
+}
+
+#[test]
+fn check_help_matches_behaviour_and_pitfalls_are_listed() {
+    let o = executa(&["check", "--help"], &[]);
+    let help = stdout(&o) + &stderr(&o);
+    assert!(help.contains("no answer fails"), "{help}");
+    assert!(help.contains("every tool"), "{help}");
+    assert!(help.contains("--pitfalls"), "{help}");
+    let o = executa(&["check", "--pitfalls"], &[]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let list = stdout(&o);
+    for n in ["#1 ", "#3 ", "#4 ", "#5 ", "#8 ", "#9a", "#12", "#13"] {
+        assert!(list.contains(n), "{n} missing:\n{list}");
+    }
 }

@@ -211,7 +211,12 @@ fn executa_check_passes_on_everything() {
     let r = check::run(&everything(), &o);
     let text: String = r.lines.iter().map(|l| format!("{l}\n")).collect();
     assert!(r.passed(), "{text}");
-    assert_eq!(r.count(Outcome::Warn), 0, "{text}");
+    // Every tool is invoked: the one warning is the `panic` tool's deliberate -32603.
+    assert_eq!(r.count(Outcome::Warn), 1, "{text}");
+    let invoked = r.line("invoke result").unwrap();
+    assert_eq!(invoked.outcome, Outcome::Warn, "{text}");
+    assert!(invoked.detail.starts_with("`panic` {}: "), "{text}");
+    assert!(invoked.detail.contains("-32603"), "{text}");
 
     // With a smoke invoke that makes reverse calls and sends progress.
     o.smoke = Smoke::Tool {

@@ -11,13 +11,13 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use super::lint::{self, Area, Severity};
 use super::types::snippet;
 use super::{
     ExitStage, Handlers, HostOptions, InvokeOptions, MemoryStorage, PluginCommand, PluginProcess,
     ReverseCall, ScriptedSampling, Service, ShutdownReport,
 };
 use crate::error::{Error, RpcError, codes};
+use crate::lint::{self, Area, Severity};
 use crate::lock::lock;
 use crate::manifest::Manifest;
 use crate::protocol::ProtocolVersion;
@@ -30,8 +30,8 @@ pub const MALFORMED_LINE: &[u8] = b"{this is not JSON";
 /// Which tool the smoke invoke calls.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub enum Smoke {
-    /// The first tool whose parameters are all optional, called with `{}`; skipped when
-    /// there is none.
+    /// Every tool, with arguments synthesized from its declared parameters
+    /// ([`sample_arguments`](crate::host::sample_arguments)).
     #[default]
     Auto,
     /// This tool with these arguments.
@@ -308,26 +308,61 @@ impl Checker<'_> {
                 format!("answered in {took} but without `protocolVersion`; echo \"2.0\""),
             ),
             (Some(ProtocolVersion::V2), _) => {
-                run.push("initialize", Outcome::Pass, format!("v2 negotiated in {took}"));
+                run.push(
+                    "initialize",
+                    Outcome::Pass,
+                    format!("v2 negotiated in {took}"),
+                );
             }
             // Silence is not a v1 answer: every start of such a plugin stalls for the whole
             // initialize timeout before the Agent falls back. A -32601 is the v1 answer.
-            (_, Some(why)) if why.starts_with("no answer") => run.push(
-                "initialize",
-                Outcome::Fail,
-                format!(
-                    "never answered ({why}): every start stalls this long before the Agent falls \
-                     back to v1. Answer initialize, or reply -32601 to say v1 at once (v1 has no \
-                     sampling, storage or progress). The Agent sends initialize with id 0: a plugin \
-                     that takes a falsy id for a notification never answers it"
-                ),
-            ),
+            (_, Some(why)) if why.starts_with("no answer") => {
+                let detail = match self.buffering() {
+                    Some(n) => format!(
+                        "no reply until stdin closed, then {n} at once: the plugin buffers its \
+                         stdout: flush stdout after each reply (Python: print(..., flush=True); \
+                         C: fflush(stdout); Node: no buffering needed; Rust: flush the writer)"
+                    ),
+                    None => format!(
+                        "never answered ({why}): every start stalls this long before the Agent falls \
+                         back to v1. Answer initialize, or reply -32601 to say v1 at once (v1 has no \
+                         sampling, storage or progress). The Agent sends initialize with id 0: a plugin \
+                         that takes a falsy id for a notification never answers it"
+                    ),
+                };
+                run.push("initialize", Outcome::Fail, detail)
+            }
             (_, why) => run.push(
                 "initialize",
                 Outcome::Pass,
-                format!("v1-only ({}); no reverse RPC", why.as_deref().unwrap_or("1.1")),
+                format!(
+                    "v1-only ({}); no reverse RPC",
+                    why.as_deref().unwrap_or("1.1")
+                ),
             ),
         }
+    }
+
+    /// After a silent `initialize`: whether the plugin buffers its stdout. When `describe`
+    /// is not answered either, stdin is closed; replies that arrive only then were sitting
+    /// in a buffer. Returns how many, or `None` when the plugin answers (it only ignores
+    /// `initialize`) or stays silent. Bounded by the describe timeout and the shutdown
+    /// policy; the plugin is gone afterwards, so the remaining checks are skipped.
+    fn buffering(&self) -> Option<u64> {
+        let timeout = self.opts.host.effective_describe_timeout();
+        if !matches!(self.p.describe_raw(timeout), Err(Error::Timeout { .. })) {
+            return None;
+        }
+        let before = self.p.replies_received();
+        let policy = &self.opts.host.shutdown;
+        self.p.shutdown_with(policy);
+        // The reader sees the end of stdout shortly after the exit: wait for it, bounded.
+        let deadline = Instant::now() + policy.stdin_grace;
+        while self.p.disconnect_reason().is_none() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let late = self.p.replies_received().saturating_sub(before);
+        (late > 0).then_some(late)
     }
 
     fn describe(&self, run: &mut Run<'_>) -> Option<Arc<Manifest>> {
@@ -475,30 +510,67 @@ impl Checker<'_> {
         if self.skip_if_gone(run, NAME) {
             return;
         }
-        let (tool, args) = match &self.opts.smoke {
+        let calls: Vec<(String, Value)> = match &self.opts.smoke {
             Smoke::Off => return run.push(NAME, Outcome::Skip, "smoke invoke disabled"),
-            Smoke::Tool { name, arguments } => (name.clone(), arguments.clone()),
-            Smoke::Auto => match manifest.and_then(argument_free_tool) {
-                Some(t) => (t, json!({})),
-                None => {
-                    return run.push(
-                        NAME,
-                        Outcome::Skip,
-                        "no tool without required parameters; choose one with --invoke TOOL --args JSON",
-                    );
-                }
-            },
+            Smoke::Tool { name, arguments } => vec![(name.clone(), arguments.clone())],
+            Smoke::Auto => manifest
+                .map(|m| {
+                    m.tools
+                        .iter()
+                        .map(|t| (t.name.clone(), super::sample_args::sample_arguments(t)))
+                        .collect()
+                })
+                .unwrap_or_default(),
         };
-        let opts = self.invoke_opts_for(&tool, manifest);
-        let (outcome, detail) = match self.p.invoke_raw(&tool, &args, &opts) {
+        if calls.is_empty() {
+            return run.push(NAME, Outcome::Skip, "no manifest, no tools to invoke");
+        }
+        let mut worst = Outcome::Pass;
+        let mut details = Vec::new();
+        for (tool, args) in &calls {
+            if self.p.exit_status().is_some() {
+                break;
+            }
+            let (outcome, detail) = self.invoke_one(tool, args, manifest);
+            worst = match (worst, outcome) {
+                (Outcome::Fail, _) | (_, Outcome::Fail) => Outcome::Fail,
+                (Outcome::Warn, _) | (_, Outcome::Warn) => Outcome::Warn,
+                _ => worst,
+            };
+            // A long list stays readable: every non-pass, and passes only for one tool.
+            if outcome != Outcome::Pass || calls.len() == 1 {
+                details.push(match self.opts.smoke {
+                    Smoke::Auto => format!("`{tool}` {args}: {detail}"),
+                    _ => format!("`{tool}`: {detail}"),
+                });
+            }
+        }
+        if details.is_empty() {
+            let names: Vec<String> = calls.iter().map(|(t, _)| format!("`{t}`")).collect();
+            details.push(format!(
+                "{} answered with the {{success, data}} / {{success: false, error}} envelope \
+                 (arguments synthesized from the declared parameters)",
+                names.join(", ")
+            ));
+        }
+        run.push(NAME, worst, details.join("; "));
+    }
+
+    fn invoke_one(
+        &self,
+        tool: &str,
+        args: &Value,
+        manifest: Option<&Manifest>,
+    ) -> (Outcome, String) {
+        let opts = self.invoke_opts_for(tool, manifest);
+        match self.p.invoke_raw(tool, args, &opts) {
             Ok((_, raw)) => judge_result(&serde_json::from_str(raw.get()).unwrap_or(Value::Null)),
             Err(Error::Remote(e)) => (
                 Outcome::Warn,
                 format!("answered with a JSON-RPC error {e} (fine for a programmer error)"),
             ),
             Err(e) => (Outcome::Fail, gone_text(&e)),
-        };
-        run.push(NAME, outcome, format!("`{tool}`: {detail}"));
+        }
     }
 
     fn reverse_calls(&self, run: &mut Run<'_>) {
@@ -735,21 +807,6 @@ fn judge_result(v: &Value) -> (Outcome, String) {
         },
         Some(_) => fail("`success` must be a boolean"),
     }
-}
-
-/// The first tool all of whose parameters are optional (the platform's default is
-/// required), for the smoke invoke.
-fn argument_free_tool(m: &Manifest) -> Option<String> {
-    m.tools
-        .iter()
-        .find(|t| match &t.parameters {
-            Value::Null => true,
-            Value::Array(ps) => ps
-                .iter()
-                .all(|p| p.get("required") == Some(&Value::Bool(false))),
-            _ => false,
-        })
-        .map(|t| t.name.clone())
 }
 
 fn area_summary(area: Area, v: &Value) -> String {

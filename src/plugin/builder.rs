@@ -11,6 +11,7 @@ use super::service::{HealthHook, Parts};
 use super::session::init_key;
 use super::tool::Tool;
 use crate::error::{Error, Result};
+use crate::lint::Severity;
 use crate::manifest::{CredentialSpec, Manifest};
 
 /// An Executa plugin under construction.
@@ -140,33 +141,68 @@ impl Plugin {
     }
 
     /// Runs the plugin on the process's stdin and stdout and exits the process: code 0 on
-    /// every orderly end (stdin closed, SIGTERM/SIGINT, host gone), 1 only when the
-    /// runtime could not start. Blocks until then.
+    /// every orderly end (stdin closed, SIGTERM/SIGINT, host gone), 1 when the runtime
+    /// could not start, 2 when the plugin's definition is refused (see below). Blocks until
+    /// then.
     ///
-    /// Started with `--describe`, it prints the manifest (one line of JSON) and exits 0, for
-    /// publishing `manifest.json`. Installs the stderr logger unless the author installed
-    /// one (level from `EXECUTA_LOG`). Unless disabled, guards stdout (see
+    /// Reads the process's arguments: `--describe` prints the manifest (one line of JSON)
+    /// and exits 0, for publishing `manifest.json`; `--help` prints what the plugin is, its
+    /// tools and how it is run; `--version` prints its name and version; both exit 0.
+    /// Other arguments are ignored. A binary with a command line of its own uses
+    /// [`Plugin::run_with_args`] instead.
+    ///
+    /// Before serving (and before `--describe`), the manifest goes through the same lint
+    /// as `executa check` ([`lint`](crate::lint)) and each `.param(...)` list is checked
+    /// against its args type: every error is printed on stderr, one line each, and the
+    /// process exits 2; warnings are logged. Installs the stderr logger unless the author
+    /// installed one (level from `EXECUTA_LOG`). Unless disabled, guards stdout (see
     /// [`Options::stdout_guard`]).
     pub fn run(self) -> ! {
+        self.run_with_args(std::env::args_os().skip(1))
+    }
+
+    /// [`Plugin::run`] with the arguments given instead of read from the process: pass an
+    /// empty list to serve on stdio whatever the binary's own command line is (a plugin
+    /// started from a subcommand of a larger program), or `["--describe"]` to print the
+    /// manifest. Blocks and exits the process as [`Plugin::run`] does.
+    ///
+    /// ```no_run
+    /// # fn plugin() -> executa::Plugin { executa::Plugin::new("p", "0.1.0") }
+    /// // `mytool serve-plugin --verbose`: the plugin never sees `--verbose`.
+    /// match std::env::args().nth(1).as_deref() {
+    ///     Some("serve-plugin") => plugin().run_with_args(std::iter::empty::<&str>()),
+    ///     _ => { /* the program's other subcommands */ }
+    /// }
+    /// ```
+    pub fn run_with_args<I, S>(self, args: I) -> !
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<std::ffi::OsStr>,
+    {
         crate::logger::init_logger();
-        if std::env::args_os().skip(1).any(|a| a == "--describe") {
-            let code = match self.into_parts() {
-                Ok(parts) => {
-                    println!("{}", parts.manifest_json.get());
-                    0
+        let mut describe = false;
+        for arg in args {
+            match arg.as_ref().to_str() {
+                Some("--describe") => describe = true,
+                Some("--help" | "-h") => self.exit_with_help(),
+                Some("--version" | "-V") => {
+                    println!("{} {}", self.manifest.name, self.manifest.version);
+                    std::process::exit(0)
                 }
-                Err(e) => {
-                    eprintln!("executa: invalid plugin definition: {e}");
-                    1
-                }
-            };
-            std::process::exit(code);
+                _ => {}
+            }
+        }
+        if describe {
+            let parts = self.into_parts().unwrap_or_else(|e| exit_refused(e));
+            println!("{}", parts.manifest_json.get());
+            std::process::exit(0);
         }
         let code = match self.run_stdio() {
             Ok(stopped) => {
                 log::info!("executa: stopped: {stopped:?}");
                 0
             }
+            Err(e @ Error::InvalidPlugin(_)) => exit_refused(e),
             Err(e) => {
                 log::error!("executa: the plugin runtime failed: {e}");
                 eprintln!("executa: the plugin runtime failed: {e}");
@@ -174,6 +210,23 @@ impl Plugin {
             }
         };
         std::process::exit(code)
+    }
+
+    fn exit_with_help(&self) -> ! {
+        let m = &self.manifest;
+        let mut text = format!("{} {}\n{}\n\nTOOLS:\n", m.name, m.version, m.description);
+        for t in &self.tools {
+            text.push_str(&format!("    {:<16} {}\n", t.spec.name, t.spec.description));
+        }
+        text.push_str(
+            "\nAn Executa plugin: it speaks line-delimited JSON-RPC 2.0 on stdin/stdout and is\n\
+             started by its host (the Anna Agent, `executa call`/`check`), not by hand.\n\n\
+             OPTIONS:\n    --describe   print the manifest as JSON and exit\n\
+             \x20   --help       print this help\n    --version    print the name and version\n\
+             Logging goes to stderr; set EXECUTA_LOG=debug for more.\n",
+        );
+        print!("{text}");
+        std::process::exit(0)
     }
 
     fn run_stdio(self) -> Result<Stopped> {
@@ -201,24 +254,32 @@ impl Plugin {
     fn into_parts(self) -> Result<Parts> {
         let Plugin {
             mut manifest,
-            tools: handlers,
+            tools: mut handlers,
             health,
             opts,
         } = self;
-        manifest.tools = handlers.iter().map(Tool::spec).collect();
-        let tools = &manifest.tools;
-        if let Some(dup) = tools
-            .iter()
-            .enumerate()
-            .find(|(i, t)| tools[..*i].iter().any(|u| u.name == t.name))
-            .map(|(_, t)| t)
-        {
-            return Err(Error::Protocol(format!(
-                "two tools are named `{}`",
-                dup.name
-            )));
+        let mut problems: Vec<String> = Vec::new();
+        for tool in &mut handlers {
+            problems.extend(tool.disagreements());
+            if tool.params.is_empty()
+                && let Some(declared) = tool.declared.take()
+            {
+                tool.params = declared;
+            }
         }
+        manifest.tools = handlers.iter().map(Tool::spec).collect();
         let manifest_json = serde_json::to_string(&manifest).and_then(RawValue::from_string)?;
+        // The lint reads the manifest exactly as `describe` will send it.
+        let value = serde_json::from_str(manifest_json.get())?;
+        for finding in crate::lint::lint_manifest(&value) {
+            match finding.severity {
+                Severity::Error => problems.push(finding.message),
+                Severity::Warning => log::warn!("executa: manifest: {}", finding.message),
+            }
+        }
+        if !problems.is_empty() {
+            return Err(Error::InvalidPlugin(problems));
+        }
         let mut uses: Vec<&'static str> = Vec::new();
         for key in manifest
             .host_capabilities
@@ -239,5 +300,21 @@ impl Plugin {
             health,
             opts,
         })
+    }
+}
+
+/// Prints why the plugin's definition is refused, one line per problem, and exits 2.
+fn exit_refused(e: Error) -> ! {
+    match e {
+        Error::InvalidPlugin(problems) => {
+            for p in problems {
+                eprintln!("executa: invalid plugin definition: {p}");
+            }
+            std::process::exit(2)
+        }
+        other => {
+            eprintln!("executa: the plugin could not start: {other}");
+            std::process::exit(1)
+        }
     }
 }

@@ -323,7 +323,8 @@ impl Service {
             }
             Ok(Err(e)) if e.is_invalid_arguments() => {
                 frame.clear();
-                let error = RpcError::new(codes::INVALID_PARAMS, e.message());
+                let mut error = RpcError::new(codes::INVALID_PARAMS, e.message());
+                error.data = e.details().cloned();
                 wire::write_error_to(frame, id, &error);
             }
             Ok(Err(e)) => {

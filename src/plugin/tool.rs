@@ -1,7 +1,8 @@
 //! A tool: its manifest entry and its handler.
 
+use std::borrow::Cow;
 use std::fmt;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -9,6 +10,8 @@ use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
 use super::context::Invocation;
+use crate::arg_path;
+use crate::args::{self, Args};
 use crate::manifest::{Param, ToolSpec};
 
 /// Why a tool handler did not produce data.
@@ -109,6 +112,9 @@ pub(crate) type Handler = Box<
 
 /// A tool: name, description, parameter list and handler.
 ///
+/// Declare the arguments once with [`args!`](crate::args!) and use [`Tool::typed`]; or
+/// write the list by hand with [`Tool::new`] and [`Tool::param`].
+///
 /// ```
 /// use executa::{Param, Tool, ToolError};
 /// use serde::Deserialize;
@@ -127,6 +133,8 @@ pub struct Tool {
     pub(crate) name: Arc<str>,
     pub(crate) spec: ToolSpec,
     pub(crate) params: Vec<Param>,
+    /// The list the args type declares ([`Tool::typed`]), checked against `params`.
+    pub(crate) declared: Option<Vec<Param>>,
     pub(crate) handler: Handler,
 }
 
@@ -143,9 +151,10 @@ impl Tool {
         R: Serialize,
         F: Fn(A, &Invocation) -> Result<R, ToolError> + Send + Sync + 'static,
     {
+        // The list is fixed once the plugin runs: its defaults are looked up once.
+        let defaults = OnceLock::new();
         let erased: Handler = Box::new(move |raw, params, ctx, out| {
-            let args: A = serde_json::from_str(raw.get())
-                .map_err(|e| ToolError::invalid_arguments(describe_args_error(raw, params, &e)))?;
+            let args: A = parse_args(raw, defaults_of(&defaults, params))?;
             let data = handler(args, ctx)?;
             serde_json::to_writer(&mut *out, &data)
                 .map_err(|e| ToolError::new(format!("tool result failed to serialize: {e}")))
@@ -161,8 +170,49 @@ impl Tool {
                 extra: Map::new(),
             },
             params: Vec::new(),
+            declared: None,
             handler: erased,
         }
+    }
+
+    /// A tool whose parameter list comes from its argument type, declared once with
+    /// [`args!`](crate::args!): names, types, descriptions, required, defaults (filled in
+    /// before `A` is deserialized), nested properties, item types and enums.
+    ///
+    /// A `.param(...)` list added as well replaces the derived one in the manifest, and
+    /// must agree with it (names, `required`, defaults): the plugin refuses to start,
+    /// naming each difference, when it does not.
+    ///
+    /// ```
+    /// use executa::{Tool, ToolError};
+    ///
+    /// executa::args! {
+    ///     struct Args {
+    ///         /// The text to shout
+    ///         text: String,
+    ///         /// How many exclamation marks
+    ///         marks: usize = 1,
+    ///     }
+    /// }
+    ///
+    /// let tool = Tool::typed("shout", "Upper-cases text", |a: Args, _ctx| {
+    ///     Ok::<_, ToolError>(format!("{}{}", a.text.to_uppercase(), "!".repeat(a.marks)))
+    /// });
+    /// assert_eq!(tool.spec().parameters[1]["default"], 1);
+    /// ```
+    pub fn typed<A, R, F>(
+        name: impl Into<String>,
+        description: impl Into<String>,
+        handler: F,
+    ) -> Self
+    where
+        A: DeserializeOwned + Args,
+        R: Serialize,
+        F: Fn(A, &Invocation) -> Result<R, ToolError> + Send + Sync + 'static,
+    {
+        let mut tool = Tool::new(name, description, handler);
+        tool.declared = Some(A::params());
+        tool
     }
 
     /// Adds a parameter to the tool's `parameters` list.
@@ -177,52 +227,74 @@ impl Tool {
         self
     }
 
+    /// The parameter list the manifest publishes: the `.param(...)` list when there is
+    /// one, else the one the args type declares.
+    pub(crate) fn effective_params(&self) -> &[Param] {
+        match &self.declared {
+            Some(declared) if self.params.is_empty() => declared,
+            _ => &self.params,
+        }
+    }
+
+    /// Where the `.param(...)` list and the args type disagree, one line each.
+    pub(crate) fn disagreements(&self) -> Vec<String> {
+        match &self.declared {
+            Some(declared) if !self.params.is_empty() => {
+                args::disagreements(&self.spec.name, &self.params, declared)
+            }
+            _ => Vec::new(),
+        }
+    }
+
     /// The manifest entry as it will be published.
     pub fn spec(&self) -> ToolSpec {
         ToolSpec {
             name: self.spec.name.clone(),
             description: self.spec.description.clone(),
-            parameters: serde_json::to_value(&self.params).unwrap_or(Value::Array(Vec::new())),
+            parameters: args::params_json(self.effective_params()),
             timeout: self.spec.timeout,
             extra: Map::new(),
         }
     }
 }
 
-/// Builds a -32602 message that names the offending field. serde names a missing field
-/// itself but not the field of a type error, so the declared parameter list is checked
-/// first, and serde's own message (with its position) is kept as the detail.
-fn describe_args_error(raw: &RawValue, params: &[Param], err: &serde_json::Error) -> String {
-    let found = serde_json::from_str::<Map<String, Value>>(raw.get())
-        .ok()
-        .and_then(|args| first_mismatch(&args, params));
-    match found {
-        Some(what) => format!("invalid arguments: {what} ({err})"),
-        None => format!("invalid arguments: {err}"),
+/// Deserializes the arguments, with declared defaults filled in first. A rejection is a
+/// -32602 naming the path of the offending value, also given as `data.path`.
+fn parse_args<A: DeserializeOwned>(
+    raw: &RawValue,
+    defaults: Option<&Value>,
+) -> Result<A, ToolError> {
+    let text = with_defaults(raw.get(), defaults)?;
+    serde_json::from_str(&text).map_err(|e| invalid(&text, &e))
+}
+
+/// The argument text with missing defaults filled in; borrowed when there are none.
+/// Not generic, so one copy serves every tool.
+fn with_defaults<'a>(raw: &'a str, defaults: Option<&Value>) -> Result<Cow<'a, str>, ToolError> {
+    let Some(params) = defaults else {
+        return Ok(Cow::Borrowed(raw));
+    };
+    let mut value: Value = serde_json::from_str(raw).map_err(|e| invalid(raw, &e))?;
+    if let Some(map) = value.as_object_mut() {
+        args::apply_defaults(map, params);
     }
+    Ok(Cow::Owned(serde_json::to_string(&value)?))
 }
 
-fn first_mismatch(args: &Map<String, Value>, params: &[Param]) -> Option<String> {
-    params.iter().find_map(|p| match args.get(&p.name) {
-        None | Some(Value::Null) if p.required => Some(format!("field `{}` is required", p.name)),
-        Some(v) if !v.is_null() && !p.kind.matches(v) => Some(format!(
-            "field `{}` must be {}, got {}",
-            p.name,
-            p.kind.as_str(),
-            json_type(v)
-        )),
-        _ => None,
+/// The parameter list as JSON when it declares defaults, worked out at the first invoke.
+fn defaults_of<'a>(cell: &'a OnceLock<Option<Value>>, params: &[Param]) -> Option<&'a Value> {
+    cell.get_or_init(|| {
+        let list = args::params_json(params);
+        args::has_defaults(&list).then_some(list)
     })
+    .as_ref()
 }
 
-fn json_type(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "boolean",
-        Value::Number(n) if n.is_f64() => "number",
-        Value::Number(_) => "integer",
-        Value::String(_) => "string",
-        Value::Array(_) => "array",
-        Value::Object(_) => "object",
+fn invalid(text: &str, err: &serde_json::Error) -> ToolError {
+    let what = arg_path::message(err);
+    match arg_path::error_path(text, err, &what) {
+        Some(path) => ToolError::invalid_arguments(format!("invalid arguments: `{path}`: {what}"))
+            .with_details(serde_json::json!({ "path": path })),
+        None => ToolError::invalid_arguments(format!("invalid arguments: {what}")),
     }
 }

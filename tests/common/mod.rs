@@ -30,35 +30,38 @@ pub const EXIT_TIMEOUT: Duration = Duration::from_secs(10);
 /// Builds `examples/everything.rs` once per test binary and returns its path.
 pub fn everything_bin() -> PathBuf {
     static BIN: OnceLock<PathBuf> = OnceLock::new();
-    BIN.get_or_init(|| {
-        let manifest_dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-        let out = Command::new(env!("CARGO"))
-            .args(["build", "--quiet", "--example", "everything"])
-            .current_dir(&manifest_dir)
-            .stdin(Stdio::null())
-            .output()
-            .expect("run cargo build --example everything");
-        assert!(
-            out.status.success(),
-            "cargo build --example everything failed ({}):\n{}",
-            out.status,
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let target = std::env::var_os("CARGO_TARGET_DIR")
-            .map(PathBuf::from)
-            .map(|p| {
-                if p.is_relative() {
-                    manifest_dir.join(p)
-                } else {
-                    p
-                }
-            })
-            .unwrap_or_else(|| manifest_dir.join("target"));
-        let bin = target.join("debug").join("examples").join("everything");
-        assert!(bin.exists(), "{} was not built", bin.display());
-        bin
-    })
-    .clone()
+    BIN.get_or_init(|| example_bin("everything")).clone()
+}
+
+/// Builds `examples/<name>.rs` (debug) and returns its path.
+#[allow(dead_code)]
+pub fn example_bin(name: &str) -> PathBuf {
+    let manifest_dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let out = Command::new(env!("CARGO"))
+        .args(["build", "--quiet", "--example", name])
+        .current_dir(&manifest_dir)
+        .stdin(Stdio::null())
+        .output()
+        .expect("run cargo build --example");
+    assert!(
+        out.status.success(),
+        "cargo build --example {name} failed ({}):\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .map(|p| {
+            if p.is_relative() {
+                manifest_dir.join(p)
+            } else {
+                p
+            }
+        })
+        .unwrap_or_else(|| manifest_dir.join("target"));
+    let bin = target.join("debug").join("examples").join(name);
+    assert!(bin.exists(), "{} was not built", bin.display());
+    bin
 }
 
 /// One line the plugin wrote, raw and parsed.

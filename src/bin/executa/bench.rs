@@ -6,9 +6,9 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
+use executa::Manifest;
 use executa::host::{Handlers, Host, InvokeOptions};
-use executa::{Manifest, ParamType};
-use serde_json::{Map, Value, json};
+use serde_json::Value;
 
 use crate::cli::{Args, Common, Usage, count, json_arg, unknown};
 
@@ -27,7 +27,7 @@ OPTIONS:
     --requests N         invokes to time [1000]
     --concurrency C      invokes in flight at once [1]
     --tool NAME          the tool to call [echo]
-    --args JSON          its arguments [a placeholder for each required parameter]
+    --args JSON          its arguments [synthesized from the declared parameters]
     --warmup N           untimed invokes first [min(100, REQUESTS/10)]
     --no-progress        no progress indicator
     --init-timeout SECS, --describe-timeout SECS, --first-launch, --quiet, -h/--help
@@ -229,26 +229,10 @@ fn fmt(d: Duration) -> String {
     }
 }
 
-/// A placeholder for each required parameter of `tool` (`"ping"`, 1, true, [], {}), or
-/// `None` when the manifest has no such tool.
+/// Arguments synthesized from `tool`'s declared parameters (nested required objects,
+/// arrays, enums, defaults; see [`executa::host::sample_arguments`]), or `None` when the
+/// manifest has no such tool.
 fn placeholder_args(m: &Manifest, tool: &str) -> Option<Value> {
     let spec = m.tools.iter().find(|t| t.name == tool)?;
-    let mut args = Map::new();
-    for p in spec
-        .param_list()
-        .unwrap_or_default()
-        .into_iter()
-        .filter(|p| p.required)
-    {
-        let v = match p.kind {
-            ParamType::String => json!("ping"),
-            ParamType::Integer => json!(1),
-            ParamType::Number => json!(1.0),
-            ParamType::Boolean => json!(true),
-            ParamType::Array => json!([]),
-            ParamType::Object => json!({}),
-        };
-        args.insert(p.name, v);
-    }
-    Some(Value::Object(args))
+    Some(executa::host::sample_arguments(spec))
 }

@@ -17,7 +17,8 @@ Starts the plugin and drives it as the Agent does, printing one PASS/WARN/FAIL/S
 per check, then exits 1 if any check failed. It catches the documented pitfalls visible
 on the wire:
     stays alive      exits after one reply instead of reading stdin until EOF (#1)
-    initialize       answered (v2), or v1-only (reported; a timeout is a warning)
+    initialize       answered (v2), or -32601 (v1-only, reported); no answer fails, and a
+                     plugin that buffers stdout is told to flush after each reply
     describe         answered in time; the bare manifest, not {\"manifest\":{...}} (#5)
     manifest fields  name, description, SemVer version
     tools            non-empty, unique names, positive timeouts
@@ -25,7 +26,9 @@ on the wire:
     host_capabilities  only strings from the platform's allow-list (#9a)
     health           answered (or -32601, which counts as healthy)
     unknown tool     rejected with -32601
-    invoke result    {success, data} / {success:false, error} envelope (#5)
+    invoke result    every tool, with arguments synthesized from its declared parameters
+                     (nested objects, arrays, enums, defaults): the {success, data} /
+                     {success:false, error} envelope (#5)
     reverse calls    none refused: capabilities declared (#8), invoke_id stamped
     progress         every event carries its invoke's context.invoke_id (#13)
     malformed line   answered with -32700, and the plugin keeps serving
@@ -33,15 +36,40 @@ on the wire:
     stdout           nothing but JSON-RPC frames, up to exit: no banners or prints (#3)
     exit on EOF      exits 0 within the window after stdin closes, without SIGTERM
 
-The smoke invoke waits for the tool's manifest `timeout` when it declares one, else 10 s.
+Each invoke waits for the tool's manifest `timeout` when it declares one, else 10 s.
+The numbers (#1 ... #13) are the platform's documented pitfalls: `executa check --pitfalls`.
 
 OPTIONS:
-    --invoke TOOL        the tool for the smoke invoke [first tool with no required
-                         parameters]
+    --invoke TOOL        invoke only this tool [every tool, arguments synthesized]
     --args JSON          its arguments [{}]
-    --no-invoke          skip the smoke invoke (tools with side effects)
+    --no-invoke          invoke no tool (tools with side effects)
+    --pitfalls           list the documented pitfalls the numbers refer to, and exit
     --grace SECS         exit window after stdin closes, and after SIGTERM [5]
     --init-timeout SECS, --describe-timeout SECS, --first-launch, --quiet, -h/--help
+";
+
+/// The platform's "Common Pitfalls" list, which check lines cite by number.
+pub const PITFALLS: &str = "\
+The platform's documented plugin pitfalls (\"Common Pitfalls\"), cited by `executa check`:
+
+ #1  The process exits after one request: the card shows Stopped and every call pays a cold
+     start. Loop on stdin until EOF.
+ #2  Names do not match (tool_id vs describe `name` vs the archive's manifest.json): the
+     plugin lands under \"Extra Agent Plugins\".
+ #3  Banners or debug text on stdout break the protocol. Log to stderr.
+ #4  MCP-style `input_schema` instead of a `parameters` LIST: the model invents argument names.
+ #5  Wrong result shape: describe returns the bare manifest; invoke returns {success, data, ...}.
+ #6  A multi-file archive without manifest.json: wrong entrypoint, missing exec bits.
+ #7  Slow start (onefile bundles) beyond the 5 s describe timeout: shrink, or init lazily.
+ #8  sampling/createMessage fails with -32008 not_negotiated: `llm.sample` missing from
+     host_capabilities.
+ #9  The plugin exits before a reverse call completes (\"unmatched response id\").
+ #9a No Permission button (UPLOAD_NOT_GRANTED): the manifest never reached the server; unknown
+     capability strings are rejected with HTTP 400.
+ #10 MAX_TOKENS_EXCEEDED (-32007) on a small call: the cap is cumulative per invoke (32 000).
+ #11 storage/get looks empty: check `exists`, not whether `value` is truthy.
+ #12 Wrong or missing storage `scope`: it defaults to `app`; always pass it.
+ #13 Progress never shows: no invoke_id correlation, a sync invoke, or the 50/s rate limit.
 ";
 
 pub fn run(mut args: Args) -> Result<ExitCode, Usage> {
@@ -58,6 +86,7 @@ pub fn run(mut args: Args) -> Result<ExitCode, Usage> {
             "--invoke" => tool = Some(args.value(&flag, inline)?),
             "--args" => arguments = json_arg(&flag, &args.value(&flag, inline)?)?,
             "--no-invoke" => no_invoke = true,
+            "--pitfalls" => return Err(Usage::Help(PITFALLS.to_owned())),
             "--grace" => {
                 let grace = secs(&flag, &args.value(&flag, inline)?)?;
                 common.host.shutdown.stdin_grace = grace;

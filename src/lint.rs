@@ -1,9 +1,9 @@
 //! Static checks of a `describe` answer against what the platform accepts: the bare
 //! manifest object, required fields, a SemVer version, a non-empty tool list with unique
 //! names, parameters in the documented LIST form with valid types, and capability strings
-//! from the platform's allow-list. Used by `executa check`.
+//! from the platform's allow-list. Used by `executa check`, and by every plugin at
+//! start-up and in `--describe`: an error refuses to start, a warning is logged.
 
-use std::collections::HashSet;
 use std::fmt;
 
 use serde_json::{Map, Value};
@@ -191,7 +191,7 @@ fn lint_tools(l: &mut Lint, tools: Option<&Value>) {
         Some(_) => return l.error(Area::Tools, "`tools` must be an array of tool objects"),
         None => return l.error(Area::Tools, "`tools` is missing"),
     };
-    let mut seen = HashSet::new();
+    let mut seen: Vec<String> = Vec::new();
     for (i, tool) in tools.iter().enumerate() {
         let Some(t) = tool.as_object() else {
             l.error(Area::Tools, format!("tools[{i}] must be an object"));
@@ -204,11 +204,13 @@ fn lint_tools(l: &mut Lint, tools: Option<&Value>) {
                 format!("tools[{i}]")
             }
         };
-        if !seen.insert(name.clone()) {
+        if seen.contains(&name) {
             l.error(
                 Area::Tools,
                 format!("tool name {name:?} appears more than once: names must be unique"),
             );
+        } else {
+            seen.push(name.clone());
         }
         let described = t
             .get("description")
@@ -263,7 +265,7 @@ fn lint_parameters(l: &mut Lint, tool: &str, t: &Map<String, Value>) {
             );
         }
     };
-    let mut seen = HashSet::new();
+    let mut seen: Vec<String> = Vec::new();
     for (i, p) in params.iter().enumerate() {
         let Some(p) = p.as_object() else {
             l.error(
@@ -282,11 +284,13 @@ fn lint_parameters(l: &mut Lint, tool: &str, t: &Map<String, Value>) {
                 continue;
             }
         };
-        if !seen.insert(pname.to_owned()) {
+        if seen.iter().any(|s| s == pname) {
             l.error(
                 Area::Parameters,
                 format!("tool {tool:?}: parameter {pname:?} is declared twice"),
             );
+        } else {
+            seen.push(pname.to_owned());
         }
         match p.get("type").and_then(Value::as_str) {
             Some("string" | "integer" | "number" | "boolean" | "array" | "object") => {}

@@ -1,0 +1,472 @@
+//! Parameters declared once: [`args!`](crate::args!) declares a tool's argument type and,
+//! from the same lines, the manifest `parameters` list the model reads.
+//!
+//! ```
+//! executa::args! {
+//!     /// Where to ship.
+//!     pub struct Address {
+//!         /// Street and number
+//!         pub street: String,
+//!         /// City name
+//!         pub city: String,
+//!     }
+//!
+//!     /// How fast to ship.
+//!     pub enum Speed { Normal = "normal", Express = "express" }
+//!
+//!     /// The `order` tool's arguments.
+//!     pub struct OrderArgs {
+//!         /// Article number
+//!         pub sku: String,
+//!         /// How many
+//!         pub quantity: u32 = 1,
+//!         /// Shipping speed
+//!         pub speed: Speed = Speed::Normal,
+//!         /// Gift note, if any
+//!         pub note: Option<String>,
+//!         /// Delivery address
+//!         pub address: Address,
+//!         /// Labels to print on the box
+//!         pub labels: Vec<String>,
+//!     }
+//! }
+//!
+//! use executa::Args;
+//! let params = OrderArgs::params();
+//! assert_eq!(params[1].default, Some(serde_json::json!(1)));
+//! assert!(!params[3].required);
+//! assert_eq!(params[4].properties.as_ref().map(Vec::len), Some(2));
+//! ```
+//!
+//! Why a declarative macro and not a derive: a derive needs a proc-macro crate (`syn`,
+//! `quote`, build time for every plugin); `macro_rules!` costs nothing to compile and keeps
+//! the crate's dependency list as it is. What it cannot see (serde attributes such as
+//! `rename`) it does not accept on fields, so the names it publishes are the names serde
+//! reads. Struct-level attributes pass through: `#[serde(deny_unknown_fields)]` makes an
+//! unknown argument key a -32602 error.
+
+use serde::Serialize;
+use serde_json::{Map, Value};
+
+use crate::manifest::{Param, ParamType};
+
+/// An argument type whose manifest parameter list is known: implemented by [`args!`](crate::args!)
+/// structs; give it to [`Tool::typed`](crate::Tool::typed).
+pub trait Args {
+    /// The tool's `parameters`, one per field, in declaration order.
+    fn params() -> Vec<Param>;
+}
+
+/// A Rust type that maps to a parameter type: strings, numbers, booleans, `Option<T>`
+/// (optional), `Vec<T>` (an array with item type), [`args!`](crate::args!) structs (objects with
+/// properties) and enums (strings with an `enum` list).
+pub trait ParamSchema {
+    /// Whether the field may be left out (true for `Option`).
+    const OPTIONAL: bool = false;
+    /// Sets the type and its details (`items`, `properties`, `enum`) on `p`.
+    fn describe(p: &mut Param);
+}
+
+macro_rules! scalar {
+    ($kind:ident: $($t:ty),*) => {$(
+        impl ParamSchema for $t {
+            fn describe(p: &mut Param) {
+                p.kind = ParamType::$kind;
+            }
+        }
+    )*};
+}
+
+scalar!(String: String, char);
+scalar!(Integer: i8, i16, i32, i64, isize, u8, u16, u32, u64, usize);
+scalar!(Number: f32, f64);
+scalar!(Boolean: bool);
+scalar!(Object: Map<String, Value>);
+
+impl<T: ParamSchema> ParamSchema for Option<T> {
+    const OPTIONAL: bool = true;
+    fn describe(p: &mut Param) {
+        T::describe(p);
+    }
+}
+
+impl<T: ParamSchema> ParamSchema for Vec<T> {
+    fn describe(p: &mut Param) {
+        p.kind = ParamType::Array;
+        let mut item = Param::new("", ParamType::String, "");
+        T::describe(&mut item);
+        p.items = Some(item_schema(item));
+    }
+}
+
+/// The JSON-Schema-like `items` object of an array: its type and, when present, its `enum`,
+/// `items` and (list-form) `properties`.
+fn item_schema(item: Param) -> Value {
+    let mut m = Map::new();
+    m.insert("type".into(), item.kind.as_str().into());
+    if let Some(allowed) = item.allowed {
+        m.insert("enum".into(), Value::Array(allowed));
+    }
+    if let Some(items) = item.items {
+        m.insert("items".into(), items);
+    }
+    if let Some(props) = item.properties {
+        m.insert("properties".into(), params_json(&props));
+    }
+    Value::Object(m)
+}
+
+/// Fills in defaults the caller left out, at every level the list describes (nested
+/// objects, and object items of arrays), so a default declared once reaches the handler.
+/// `params` is the published JSON list: one walker serves both levels, and no parameter
+/// list is parsed back per invoke.
+pub(crate) fn apply_defaults(args: &mut Map<String, Value>, params: &Value) {
+    let Some(params) = params.as_array() else {
+        return;
+    };
+    for p in params {
+        let Some(name) = p.get("name").and_then(Value::as_str) else {
+            continue;
+        };
+        match args.get_mut(name) {
+            None | Some(Value::Null) => {
+                if let Some(d) = p.get("default") {
+                    args.insert(name.to_owned(), d.clone());
+                }
+            }
+            Some(Value::Object(inner)) => {
+                if let Some(props) = p.get("properties") {
+                    apply_defaults(inner, props);
+                }
+            }
+            Some(Value::Array(elems)) => {
+                if let Some(props) = p.get("items").and_then(|i| i.get("properties")) {
+                    for e in elems.iter_mut().filter_map(Value::as_object_mut) {
+                        apply_defaults(e, props);
+                    }
+                }
+            }
+            Some(_) => {}
+        }
+    }
+}
+
+/// A parameter list as JSON. Through text rather than `serde_json::to_value`: the text
+/// serializer is in every plugin already, the `Value` one would add its own copy of
+/// `Param`'s (recursive) serialization.
+pub(crate) fn params_json(params: &[Param]) -> Value {
+    serde_json::to_string(params)
+        .and_then(|text| serde_json::from_str(&text))
+        .unwrap_or(Value::Array(Vec::new()))
+}
+
+/// Whether any parameter of the JSON list, at any depth, has a default.
+pub(crate) fn has_defaults(params: &Value) -> bool {
+    params.as_array().is_some_and(|list| {
+        list.iter().any(|p| {
+            p.get("default").is_some()
+                || p.get("properties").is_some_and(has_defaults)
+                || p.get("items")
+                    .and_then(|i| i.get("properties"))
+                    .is_some_and(has_defaults)
+        })
+    })
+}
+
+/// Where a hand-written parameter list and the args type disagree: one line per
+/// difference in names, `required` and defaults.
+pub(crate) fn disagreements(tool: &str, manual: &[Param], declared: &[Param]) -> Vec<String> {
+    let mut out = Vec::new();
+    for d in declared {
+        let Some(m) = manual.iter().find(|m| m.name == d.name) else {
+            out.push(format!(
+                "tool `{tool}`: field `{}` of the args type is missing from the .param(...) list",
+                d.name
+            ));
+            continue;
+        };
+        if m.required != d.required {
+            out.push(format!(
+                "tool `{tool}`: parameter `{}` is {} in .param(...) but {} in the args type",
+                d.name,
+                required_word(m.required),
+                required_word(d.required)
+            ));
+        }
+        // Compared as JSON text: one serializer already in every plugin, no `Value` equality.
+        if shown(&m.default) != shown(&d.default) {
+            out.push(format!(
+                "tool `{tool}`: parameter `{}` has default {} in .param(...) but {} in the args type",
+                d.name,
+                shown(&m.default),
+                shown(&d.default)
+            ));
+        }
+    }
+    for m in manual
+        .iter()
+        .filter(|m| declared.iter().all(|d| d.name != m.name))
+    {
+        out.push(format!(
+            "tool `{tool}`: parameter `{}` in .param(...) is not a field of the args type",
+            m.name
+        ));
+    }
+    out
+}
+
+fn required_word(required: bool) -> &'static str {
+    if required { "required" } else { "optional" }
+}
+
+fn shown(v: &Option<Value>) -> String {
+    match v {
+        Some(v) => serde_json::to_string(v).unwrap_or_default(),
+        None => "none".to_owned(),
+    }
+}
+
+/// Support for the macro's expansion; not a public API.
+#[doc(hidden)]
+pub mod __private {
+    use super::*;
+
+    /// One field's parameter.
+    pub fn field<T: ParamSchema>(name: &str, docs: &[&str], default: Option<Value>) -> Param {
+        build(name, docs, default, T::describe, T::OPTIONAL)
+    }
+
+    // Not generic, so a plugin's binary holds one copy however many field types it uses.
+    fn build(
+        name: &str,
+        docs: &[&str],
+        default: Option<Value>,
+        describe: fn(&mut Param),
+        optional: bool,
+    ) -> Param {
+        let mut description = String::new();
+        for line in docs.iter().map(|l| l.trim()).filter(|l| !l.is_empty()) {
+            if !description.is_empty() {
+                description.push(' ');
+            }
+            description.push_str(line);
+        }
+        let mut p = Param::new(name, ParamType::String, description);
+        describe(&mut p);
+        p.required = !optional && default.is_none();
+        p.default = default;
+        p
+    }
+
+    /// An object parameter's details: type and properties.
+    pub fn object<A: Args>(p: &mut Param) {
+        p.kind = ParamType::Object;
+        p.properties = Some(A::params());
+    }
+
+    /// A string enum's details.
+    pub fn string_enum(p: &mut Param, values: &[&str]) {
+        p.kind = ParamType::String;
+        p.allowed = Some(values.iter().map(|v| Value::from(*v)).collect());
+    }
+
+    /// A value usable as the default of a field of type `T`: a `T`, or a `&str` for a
+    /// `String` field (so `name: String = "x"` reads naturally).
+    pub trait DefaultFor<T> {
+        /// The value, serializable.
+        fn serialize_as(&self) -> Result<String, serde_json::Error>;
+    }
+
+    impl<T: Serialize> DefaultFor<T> for T {
+        fn serialize_as(&self) -> Result<String, serde_json::Error> {
+            serde_json::to_string(self)
+        }
+    }
+
+    impl DefaultFor<String> for &str {
+        fn serialize_as(&self) -> Result<String, serde_json::Error> {
+            serde_json::to_string(self)
+        }
+    }
+
+    /// A default as JSON, type-checked against the field's type `T`.
+    pub fn default_value<T>(v: impl DefaultFor<T>) -> Value {
+        v.serialize_as()
+            .and_then(|text| serde_json::from_str(&text))
+            .unwrap_or(Value::Null)
+    }
+}
+
+/// Declares argument structs and string enums together with their manifest parameters.
+///
+/// Each struct gets `#[derive(serde::Deserialize)]` (the plugin crate depends on `serde`
+/// with the `derive` feature) and implements [`Args`] and [`ParamSchema`]; each enum of
+/// `Variant = "wire"` pairs gets `Deserialize` and `Serialize` and an `enum` list. A
+/// field's doc comment is its description; `Option<T>` makes it optional; `= value` gives
+/// it a default, published in the manifest and filled in before the handler's arguments
+/// are deserialized. Fields take doc comments only; struct attributes pass through. See
+/// the [module docs](mod@crate::args) for an example.
+#[macro_export]
+macro_rules! args {
+    () => {};
+    (
+        $(#[$meta:meta])*
+        $vis:vis struct $name:ident {
+            $(
+                $(#[doc = $doc:literal])*
+                $fvis:vis $field:ident : $ty:ty $(= $default:expr)?
+            ),* $(,)?
+        }
+        $($rest:tt)*
+    ) => {
+        #[derive(::serde::Deserialize)]
+        $(#[$meta])*
+        $vis struct $name {
+            $( $(#[doc = $doc])* $fvis $field: $ty, )*
+        }
+
+        impl $crate::Args for $name {
+            fn params() -> ::std::vec::Vec<$crate::Param> {
+                ::std::vec![$(
+                    $crate::args::__private::field::<$ty>(
+                        stringify!($field),
+                        &[$($doc),*],
+                        $crate::__args_default!($ty $(, $default)?),
+                    )
+                ),*]
+            }
+        }
+
+        impl $crate::ParamSchema for $name {
+            fn describe(p: &mut $crate::Param) {
+                $crate::args::__private::object::<Self>(p)
+            }
+        }
+
+        $crate::args! { $($rest)* }
+    };
+    (
+        $(#[$meta:meta])*
+        $vis:vis enum $name:ident {
+            $( $(#[doc = $doc:literal])* $variant:ident = $wire:literal ),* $(,)?
+        }
+        $($rest:tt)*
+    ) => {
+        #[derive(::serde::Deserialize, ::serde::Serialize)]
+        $(#[$meta])*
+        $vis enum $name {
+            $( $(#[doc = $doc])* #[serde(rename = $wire)] $variant, )*
+        }
+
+        impl $crate::ParamSchema for $name {
+            fn describe(p: &mut $crate::Param) {
+                $crate::args::__private::string_enum(p, &[$($wire),*])
+            }
+        }
+
+        $crate::args! { $($rest)* }
+    };
+}
+
+/// A field's default for [`args!`](crate::args!): `None`, or the value as JSON.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __args_default {
+    ($ty:ty) => {
+        ::std::option::Option::None
+    };
+    ($ty:ty, $default:expr) => {
+        ::std::option::Option::Some($crate::args::__private::default_value::<$ty>($default))
+    };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    crate::args! {
+        /// Nested.
+        struct Line {
+            /// Article
+            sku: String,
+            /// How many
+            qty: u32 = 1,
+        }
+
+        enum Mode { Fast = "fast", Slow = "slow" }
+
+        #[serde(deny_unknown_fields)]
+        struct Order {
+            /// The
+            /// lines
+            lines: Vec<Line>,
+            /// Speed
+            mode: Mode = Mode::Slow,
+            /// Note
+            note: Option<String>,
+            /// Score
+            score: f64,
+        }
+    }
+
+    #[test]
+    fn the_list_comes_from_the_type() {
+        let v = serde_json::to_value(Order::params()).unwrap_or_default();
+        assert_eq!(
+            v,
+            json!([
+                {"name": "lines", "type": "array", "description": "The lines", "required": true,
+                 "items": {"type": "object", "properties": [
+                    {"name": "sku", "type": "string", "description": "Article", "required": true},
+                    {"name": "qty", "type": "integer", "description": "How many", "required": false, "default": 1}
+                 ]}},
+                {"name": "mode", "type": "string", "description": "Speed", "required": false,
+                 "default": "slow", "enum": ["fast", "slow"]},
+                {"name": "note", "type": "string", "description": "Note", "required": false},
+                {"name": "score", "type": "number", "description": "Score", "required": true}
+            ])
+        );
+    }
+
+    #[test]
+    fn defaults_reach_every_level() {
+        let params = serde_json::to_value(Order::params()).unwrap_or_default();
+        assert!(has_defaults(&params));
+        let mut args = json!({"lines": [{"sku": "a"}, {"sku": "b", "qty": 7}], "score": 1.5});
+        if let Some(m) = args.as_object_mut() {
+            apply_defaults(m, &params);
+        }
+        let order: Order = match serde_json::from_value(args) {
+            Ok(o) => o,
+            Err(e) => panic!("{e}"),
+        };
+        assert_eq!(order.lines[0].qty, 1);
+        assert_eq!(order.lines[1].qty, 7);
+        assert!(matches!(order.mode, Mode::Slow));
+        assert!(order.note.is_none());
+        assert_eq!(order.score, 1.5);
+        assert_eq!(order.lines[1].sku, "b");
+        assert!(matches!(Mode::Fast, Mode::Fast));
+    }
+
+    #[test]
+    fn a_hand_list_that_disagrees_is_named() {
+        let manual = vec![
+            Param::array("lines", ParamType::Object, "l"),
+            Param::string("mode", "m").default_value("fast"),
+            Param::string("note", "n"),
+            Param::integer("quantity", "q").optional(),
+        ];
+        let found = disagreements("order", &manual, &Order::params());
+        assert_eq!(
+            found,
+            vec![
+                "tool `order`: parameter `mode` has default \"fast\" in .param(...) but \"slow\" in the args type",
+                "tool `order`: parameter `note` is required in .param(...) but optional in the args type",
+                "tool `order`: field `score` of the args type is missing from the .param(...) list",
+                "tool `order`: parameter `quantity` in .param(...) is not a field of the args type",
+            ]
+        );
+    }
+}

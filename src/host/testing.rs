@@ -1,0 +1,385 @@
+//! Testing a plugin with `cargo test`: [`TestHost`] runs a [`Plugin`] value in-process
+//! (through [`Plugin::serve`], no binary, no subprocess), answers its reverse calls from the
+//! host side's in-memory backends ([`MemoryStorage`], [`ScriptedSampling`]) and returns each
+//! invoke as an [`Outcome`]: its data or error, its storage writes and its progress events.
+//!
+//! ```
+//! use executa::testing::TestHost;
+//! use executa::{Plugin, Tool, ToolError};
+//! use serde_json::json;
+//!
+//! executa::args! {
+//!     struct Args {
+//!         /// Who to greet
+//!         name: String,
+//!     }
+//! }
+//!
+//! let plugin = Plugin::new("greeter", "0.1.0").description("Greets").tool(Tool::typed(
+//!     "greet",
+//!     "Says hello",
+//!     |a: Args, _ctx| Ok::<_, ToolError>(json!({ "greeting": format!("Hello, {}!", a.name) })),
+//! ));
+//! let mut host = TestHost::start(plugin)?;
+//! let out = host.invoke("greet", json!({ "name": "Ada" }))?;
+//! assert_eq!(out.data(), Some(&json!({ "greeting": "Hello, Ada!" })));
+//! let bad = host.invoke("greet", json!({}))?;
+//! assert_eq!(bad.rpc_error().map(|e| e.code), Some(-32602));
+//! # Ok::<(), executa::Error>(())
+//! ```
+
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::net::UnixStream;
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use serde_json::{Map, Value, json};
+
+use super::backends::{MemoryStorage, ScriptedSampling};
+use super::service::{ReverseCall, Service};
+use crate::error::{Error, Result, RpcError, codes};
+use crate::id::Id;
+use crate::plugin::{Plugin, Stopped};
+
+/// How long [`TestHost`] waits for any one line from the plugin unless told otherwise.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// One storage write the plugin made during an invoke (`storage/set` or `storage/delete`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct StorageWrite {
+    /// `storage/set` or `storage/delete`.
+    pub method: String,
+    /// The scope (`user`, `app`, `tool`); `app` when the plugin sent none.
+    pub scope: String,
+    /// The key.
+    pub key: String,
+    /// The value written (`None` for a delete).
+    pub value: Option<Value>,
+}
+
+/// One `executa/progress` event the plugin sent during an invoke.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ProgressEvent {
+    /// `progress` or `tool_update`.
+    pub kind: String,
+    /// The event's data.
+    pub data: Value,
+}
+
+/// What one invoke produced.
+#[derive(Clone, Debug)]
+pub struct Outcome {
+    /// The `result` object (`{success, data}` or `{success: false, error}`), when the
+    /// plugin answered with one.
+    pub result: Option<Value>,
+    /// The JSON-RPC error, when the plugin answered with one (-32602 bad arguments, ...).
+    pub rpc_error: Option<RpcError>,
+    /// Storage writes, in order.
+    pub storage_writes: Vec<StorageWrite>,
+    /// Progress events, in order.
+    pub progress: Vec<ProgressEvent>,
+    /// Every reverse call's method, in order.
+    pub reverse_calls: Vec<String>,
+}
+
+impl Outcome {
+    /// The data of a successful invoke (`success: true`).
+    pub fn data(&self) -> Option<&Value> {
+        let r = self.result.as_ref()?;
+        (r.get("success") == Some(&Value::Bool(true))).then(|| &r["data"])
+    }
+
+    /// The message of an expected failure (`success: false`, a [`ToolError`](crate::ToolError)).
+    pub fn error(&self) -> Option<&str> {
+        let r = self.result.as_ref()?;
+        if r.get("success") == Some(&Value::Bool(false)) {
+            r.get("error").and_then(Value::as_str)
+        } else {
+            None
+        }
+    }
+
+    /// The JSON-RPC error (-32602 for arguments the handler could not take, ...).
+    pub fn rpc_error(&self) -> Option<&RpcError> {
+        self.rpc_error.as_ref()
+    }
+}
+
+/// A plugin running in-process behind a scripted host; see the [module docs](self).
+///
+/// Dropping it closes the plugin's input and waits for [`Plugin::serve`] to return (it
+/// drains in-flight invokes within the plugin's grace period).
+pub struct TestHost {
+    to_plugin: Option<UnixStream>,
+    from_plugin: BufReader<UnixStream>,
+    services: Vec<Arc<dyn Service>>,
+    storage: Arc<MemoryStorage>,
+    next_id: u64,
+    serve: Option<JoinHandle<Result<Stopped>>>,
+}
+
+impl TestHost {
+    /// Starts `plugin` with an empty [`MemoryStorage`] and an echoing
+    /// [`ScriptedSampling`], and sends `initialize` (protocol 2.0, sampling offered).
+    /// Blocks until the plugin answers; fails with the plugin's own error when it refuses
+    /// to start ([`Error::InvalidPlugin`]), or [`Error::Timeout`] after [`DEFAULT_TIMEOUT`].
+    pub fn start(plugin: Plugin) -> Result<TestHost> {
+        TestHost::start_with(plugin, MemoryStorage::new(), ScriptedSampling::echo())
+    }
+
+    /// [`TestHost::start`] with the given backends (pre-filled storage, scripted answers).
+    pub fn start_with(
+        plugin: Plugin,
+        storage: MemoryStorage,
+        sampling: ScriptedSampling,
+    ) -> Result<TestHost> {
+        let (ours_in, theirs_in) = UnixStream::pair()?;
+        let (theirs_out, ours_out) = UnixStream::pair()?;
+        ours_out.set_read_timeout(Some(DEFAULT_TIMEOUT))?;
+        let serve = std::thread::Builder::new()
+            .name("executa-test-plugin".into())
+            .spawn(move || plugin.serve(theirs_in, theirs_out))?;
+        let storage = Arc::new(storage);
+        let mut host = TestHost {
+            to_plugin: Some(ours_in),
+            from_plugin: BufReader::new(ours_out),
+            services: vec![storage.clone(), Arc::new(sampling)],
+            storage,
+            next_id: 1,
+            serve: Some(serve),
+        };
+        let init = json!({
+            "protocolVersion": "2.0",
+            "clientInfo": { "name": "executa-testing", "version": env!("CARGO_PKG_VERSION") },
+            "capabilities": { "sampling": { "modalities": ["text"], "maxTokensPerCall": 8192 } }
+        });
+        match host.call("initialize", init) {
+            Ok(_) => Ok(host),
+            Err(Error::Disconnected(why)) => {
+                Err(host.stopped_error().unwrap_or(Error::Disconnected(why)))
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Sets how long to wait for any one line from the plugin (default [`DEFAULT_TIMEOUT`]).
+    pub fn timeout(&mut self, timeout: Duration) -> Result<()> {
+        self.from_plugin.get_ref().set_read_timeout(Some(timeout))?;
+        Ok(())
+    }
+
+    /// The storage backend: pre-fill it, or read what the plugin stored.
+    pub fn storage(&self) -> &MemoryStorage {
+        &self.storage
+    }
+
+    /// The manifest the plugin serves from `describe`.
+    pub fn describe(&mut self) -> Result<Value> {
+        let (result, _) = self.call("describe", json!({}))?;
+        result.map_err(Error::Remote)
+    }
+
+    /// Invokes `tool` with `arguments` and an empty context. Blocks until the reply,
+    /// answering reverse calls meanwhile; fails only when the plugin stops or is silent
+    /// for the timeout.
+    pub fn invoke(&mut self, tool: &str, arguments: Value) -> Result<Outcome> {
+        self.invoke_with_context(tool, arguments, json!({}))
+    }
+
+    /// [`TestHost::invoke`] with a `context` object (for example
+    /// `{"credentials": {"API_KEY": "..."}}`); its `invoke_id` is set when absent.
+    pub fn invoke_with_context(
+        &mut self,
+        tool: &str,
+        arguments: Value,
+        mut context: Value,
+    ) -> Result<Outcome> {
+        if let Some(ctx) = context.as_object_mut() {
+            ctx.entry("invoke_id")
+                .or_insert_with(|| json!(format!("test-invoke-{}", self.next_id)));
+        }
+        let params = json!({ "tool": tool, "arguments": arguments, "context": context });
+        let (result, outcome) = self.call("invoke", params)?;
+        let (result, rpc_error) = match result {
+            Ok(v) => (Some(v), None),
+            Err(e) => (None, Some(e)),
+        };
+        Ok(Outcome {
+            result,
+            rpc_error,
+            ..outcome
+        })
+    }
+
+    /// Sends one request and reads until its reply, serving what comes in between.
+    fn call(
+        &mut self,
+        method: &str,
+        params: Value,
+    ) -> Result<(std::result::Result<Value, RpcError>, Outcome)> {
+        let id = self.next_id;
+        self.next_id += 1;
+        self.send(&json!({ "jsonrpc": "2.0", "id": id, "method": method, "params": params }))?;
+        let mut seen = Outcome {
+            result: None,
+            rpc_error: None,
+            storage_writes: Vec::new(),
+            progress: Vec::new(),
+            reverse_calls: Vec::new(),
+        };
+        loop {
+            let frame = self.read_frame(method)?;
+            let Some(m) = frame.get("method").and_then(Value::as_str) else {
+                if frame.get("id") == Some(&json!(id)) {
+                    return Ok((reply_of(frame)?, seen));
+                }
+                continue;
+            };
+            let m = m.to_owned();
+            match frame.get("id") {
+                Some(rid) if !rid.is_null() => {
+                    let reply = self.answer(&m, rid, frame.get("params"), &mut seen)?;
+                    self.send(&reply)?;
+                }
+                _ if m == "executa/progress" => seen.progress.push(progress_of(&frame)),
+                _ => {}
+            }
+        }
+    }
+
+    fn answer(
+        &self,
+        method: &str,
+        id: &Value,
+        params: Option<&Value>,
+        seen: &mut Outcome,
+    ) -> Result<Value> {
+        seen.reverse_calls.push(method.to_owned());
+        let mut params = params.cloned().unwrap_or_else(|| json!({}));
+        let routing = params.as_object_mut().map(strip_routing);
+        let (invoke_id, client_timeout) = routing.unwrap_or_default();
+        if method == "storage/set" || method == "storage/delete" {
+            seen.storage_writes.push(storage_write(method, &params));
+        }
+        let call = ReverseCall {
+            method: method.to_owned(),
+            params,
+            invoke_id,
+            client_timeout,
+            id: Id::from_raw(&serde_json::value::to_raw_value(id)?),
+        };
+        let answer = match self.services.iter().find(|s| s.handles(method)) {
+            Some(s) => s.call(&call),
+            None => Err(RpcError::new(
+                codes::METHOD_NOT_FOUND,
+                format!("the test host has no backend for `{method}`"),
+            )),
+        };
+        Ok(match answer {
+            Ok(result) => json!({ "jsonrpc": "2.0", "id": id, "result": result }),
+            Err(e) => json!({ "jsonrpc": "2.0", "id": id, "error": e }),
+        })
+    }
+
+    fn send(&mut self, frame: &Value) -> Result<()> {
+        let Some(w) = self.to_plugin.as_mut() else {
+            return Err(Error::Disconnected("the test host was closed".into()));
+        };
+        let mut line = serde_json::to_vec(frame)?;
+        line.push(b'\n');
+        w.write_all(&line).map_err(|e| disconnected(&e))
+    }
+
+    fn read_frame(&mut self, method: &str) -> Result<Value> {
+        let mut line = String::new();
+        match self.from_plugin.read_line(&mut line) {
+            Ok(0) => Err(Error::Disconnected("the plugin stopped".into())),
+            Ok(_) => serde_json::from_str(&line).map_err(|e| {
+                Error::Protocol(format!(
+                    "the plugin wrote a line that is not JSON ({e}): {line}"
+                ))
+            }),
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) =>
+            {
+                Err(Error::Timeout {
+                    method: method.to_owned(),
+                    after: self
+                        .from_plugin
+                        .get_ref()
+                        .read_timeout()?
+                        .unwrap_or_default(),
+                })
+            }
+            Err(e) => Err(disconnected(&e)),
+        }
+    }
+
+    /// The plugin's own error once its serve thread has ended (it refused to start).
+    fn stopped_error(&mut self) -> Option<Error> {
+        self.to_plugin = None;
+        match self.serve.take()?.join() {
+            Ok(Err(e)) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+impl Drop for TestHost {
+    fn drop(&mut self) {
+        // EOF on the plugin's input: it drains and returns within its grace period.
+        self.to_plugin = None;
+        if let Some(serve) = self.serve.take() {
+            let _ = serve.join();
+        }
+    }
+}
+
+fn disconnected(e: &std::io::Error) -> Error {
+    Error::Disconnected(format!("the plugin's pipe broke: {e}"))
+}
+
+fn reply_of(mut frame: Value) -> Result<std::result::Result<Value, RpcError>> {
+    if let Some(error) = frame.get_mut("error").map(Value::take) {
+        return Ok(Err(serde_json::from_value(error)?));
+    }
+    Ok(Ok(frame
+        .get_mut("result")
+        .map(Value::take)
+        .unwrap_or(Value::Null)))
+}
+
+fn progress_of(frame: &Value) -> ProgressEvent {
+    let p = &frame["params"];
+    ProgressEvent {
+        kind: p["type"].as_str().unwrap_or("progress").to_owned(),
+        data: p.get("data").cloned().unwrap_or(Value::Null),
+    }
+}
+
+/// Removes `context` and `_clientTimeoutS`, returning the invoke id and timeout hint.
+fn strip_routing(params: &mut Map<String, Value>) -> (Option<String>, Option<Duration>) {
+    let invoke_id = params.remove("context").and_then(|c| {
+        c.get("invoke_id")
+            .and_then(Value::as_str)
+            .map(str::to_owned)
+    });
+    let timeout = params
+        .remove("_clientTimeoutS")
+        .and_then(|t| t.as_f64())
+        .and_then(|s| Duration::try_from_secs_f64(s).ok());
+    (invoke_id, timeout)
+}
+
+fn storage_write(method: &str, params: &Value) -> StorageWrite {
+    StorageWrite {
+        method: method.to_owned(),
+        scope: params["scope"].as_str().unwrap_or("app").to_owned(),
+        key: params["key"].as_str().unwrap_or_default().to_owned(),
+        value: params.get("value").cloned(),
+    }
+}
