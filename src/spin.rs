@@ -9,7 +9,9 @@
 
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::{Receiver, RecvError, RecvTimeoutError, TryRecvError};
+#[cfg(feature = "host")]
+use crossbeam_channel::RecvTimeoutError;
+use crossbeam_channel::{Receiver, RecvError, TryRecvError};
 
 /// How long to poll, given the configured value and the CPUs this process may use.
 pub(crate) fn effective(spin: Duration) -> Duration {
@@ -68,7 +70,7 @@ fn poll<T>(rx: &Receiver<T>, spin: Duration) -> Option<Result<T, ()>> {
 /// after a message only when that average is below `max` (a busy exchange, where the next
 /// message will likely come before a sleeping thread could be woken), for at most twice the
 /// average gap and never more than `max`. A token bucket caps the polling at
-/// [`POLL_SHARE`] of the wall time (at most [`POLL_BURST`] at once), so a pattern that
+/// one part in [`POLL_SHARE`] of the wall time (at most [`POLL_BURST`] at once), so a pattern that
 /// defeats the average still cannot burn more than that. At a paced load (a message every
 /// 0.5 ms, say) the average gap is far above `max`: the thread sleeps at once and costs only
 /// its work.
@@ -82,8 +84,8 @@ pub(crate) struct Poller {
     topped: Instant,
 }
 
-/// The share of wall time a thread may spend polling.
-pub(crate) const POLL_SHARE: f64 = 0.25;
+/// The share of wall time a thread may spend polling: one part in this many.
+pub(crate) const POLL_SHARE: u64 = 4;
 
 /// The most polling time a thread may save up.
 pub(crate) const POLL_BURST: Duration = Duration::from_micros(500);
@@ -111,29 +113,13 @@ impl Poller {
         got
     }
 
-    /// As [`Poller::recv`], blocking at most `timeout` after the poll.
-    pub fn recv_timeout<T>(
-        &mut self,
-        rx: &Receiver<T>,
-        timeout: Duration,
-    ) -> Result<T, RecvTimeoutError> {
-        if let Some(got) = self.poll(rx) {
-            return got.map_err(|()| RecvTimeoutError::Disconnected);
-        }
-        let got = rx.recv_timeout(timeout);
-        if got.is_ok() {
-            self.arrived(Instant::now());
-        }
-        got
-    }
-
     /// The window the recent traffic earns now.
     fn window(&mut self, now: Instant) -> Duration {
-        if self.max.is_zero() || self.gap_ns >= self.max.as_nanos() as u64 {
+        if self.max.is_zero() || self.gap_ns >= nanos(self.max) {
             return Duration::ZERO;
         }
-        let earned = now.duration_since(self.topped).as_nanos() as f64 * POLL_SHARE;
-        self.tokens_ns = (self.tokens_ns + earned as u64).min(POLL_BURST.as_nanos() as u64);
+        let earned = nanos(now.duration_since(self.topped)) / POLL_SHARE;
+        self.tokens_ns = (self.tokens_ns + earned).min(nanos(POLL_BURST));
         self.topped = now;
         let want = self
             .max
@@ -164,7 +150,7 @@ impl Poller {
             }
         };
         let now = Instant::now();
-        let spent = now.duration_since(start).as_nanos() as u64;
+        let spent = nanos(now.duration_since(start));
         self.tokens_ns = self.tokens_ns.saturating_sub(spent);
         if got.is_some() {
             self.arrived(now);
@@ -174,7 +160,7 @@ impl Poller {
 
     fn arrived(&mut self, now: Instant) {
         if let Some(last) = self.last {
-            let gap = now.duration_since(last).as_nanos() as u64;
+            let gap = nanos(now.duration_since(last));
             self.gap_ns = if self.gap_ns == u64::MAX {
                 gap
             } else {
@@ -183,6 +169,13 @@ impl Poller {
         }
         self.last = Some(now);
     }
+}
+
+/// Nanoseconds in 64 bits (plenty for the gaps measured here; saturates past 584 years).
+fn nanos(d: Duration) -> u64 {
+    d.as_secs()
+        .saturating_mul(1_000_000_000)
+        .saturating_add(u64::from(d.subsec_nanos()))
 }
 
 #[cfg(test)]

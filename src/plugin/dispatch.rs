@@ -5,7 +5,7 @@ use std::borrow::Cow;
 use std::ops::Range;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use crossbeam_channel::RecvTimeoutError;
 use serde::{Deserialize, Serialize};
@@ -57,18 +57,29 @@ const KEEP_FRAME_BYTES: usize = 64 * 1024;
 impl Service {
     /// Starts one extra worker thread (already counted by the pool).
     pub(crate) fn spawn_worker(self: &Arc<Self>) {
-        let rt = self.clone();
-        if let Err(e) = crate::threads::spawn("executa-worker".into(), move || rt.work(false)) {
+        if let Err(e) = self.start_thread(false) {
             log::error!("executa: could not start a worker thread: {e}");
             self.pool.spawn_failed();
         }
+    }
+
+    /// Starts the permanent dispatch thread or an extra worker. (One closure for both, so
+    /// the thread start-up code is compiled once.)
+    pub(crate) fn start_thread(self: &Arc<Self>, permanent: bool) -> std::io::Result<()> {
+        let svc = self.clone();
+        let name = if permanent {
+            "executa-dispatch"
+        } else {
+            "executa-worker"
+        };
+        crate::threads::spawn(name.into(), move || svc.work(permanent)).map(drop)
     }
 
     /// The loop of the dispatch thread (`permanent`) and of extra workers, which exit
     /// after `worker_linger` without work. Only the permanent thread polls before it sleeps
     /// (see `spin::Poller`): extra workers exist for overlap, not for latency.
     pub(crate) fn work(&self, permanent: bool) {
-        let mut poller = Poller::new(if permanent { self.poll } else { Duration::ZERO });
+        let mut poller = Poller::new(self.poll);
         let mut scratch = Scratch::default();
         loop {
             let job = if permanent {
@@ -76,7 +87,7 @@ impl Service {
                     .recv(&self.jobs)
                     .map_err(|_| RecvTimeoutError::Disconnected)
             } else {
-                poller.recv_timeout(&self.jobs, self.opts.worker_linger)
+                self.jobs.recv_timeout(self.opts.worker_linger)
             };
             match job {
                 Ok(job) => {

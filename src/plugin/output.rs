@@ -20,7 +20,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, MutexGuard, TryLockError};
 use std::time::Duration;
 
-use crate::spin::Poller;
 use crate::writer::{self, Inbox, Out, Outbox, SendFailure};
 
 use super::events::{Event, Notifier};
@@ -171,10 +170,11 @@ impl Output {
 
     /// The writer thread: writes queued frames, a burst at a time, flushing when the queue
     /// runs empty, until `Close` or until every sender is gone. After a failed write it keeps
-    /// taking (and dropping) frames, so no producer stays blocked on a full queue.
-    pub fn write_loop(&self, inbox: &Inbox, poll: Duration) {
-        let mut poller = Poller::new(poll);
-        while let Ok(first) = poller.recv(inbox.receiver()) {
+    /// taking (and dropping) frames, so no producer stays blocked on a full queue. It never
+    /// polls: it is only used while replies come faster than they can be written, so it
+    /// rarely waits, and then a wake-up per burst is cheap.
+    pub fn write_loop(&self, inbox: &Inbox) {
+        while let Ok(first) = inbox.receiver().recv() {
             let mut guard = self.lock_sink();
             let mut next = Some(first);
             while let Some(msg) = next {
@@ -250,7 +250,7 @@ mod tests {
         );
         assert!(rec.data.lock().unwrap().is_empty());
         assert!(out.close(Duration::from_secs(1)));
-        out.write_loop(&inbox, Duration::ZERO);
+        out.write_loop(&inbox);
         assert_eq!(&*rec.data.lock().unwrap(), b"a\nb\n");
         assert_eq!(*rec.writes.lock().unwrap(), 1, "one write for the burst");
     }
@@ -265,6 +265,6 @@ mod tests {
         assert!(!out.send(b"y\n".to_vec(), true), "closed: not even queued");
         assert!(!out.try_send(b"z\n".to_vec()));
         assert!(out.close(Duration::from_secs(1)));
-        out.write_loop(&inbox, Duration::ZERO);
+        out.write_loop(&inbox);
     }
 }

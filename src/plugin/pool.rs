@@ -235,9 +235,9 @@ impl<J: Waiting> Pool<J> {
             slots.intake = intake;
         }
         slots.bytes = 0;
-        let waiting = slots.waiting.drain(..).collect();
+        let waiting = std::mem::take(&mut slots.waiting);
         self.room.notify_all();
-        waiting
+        waiting.into()
     }
 
     /// Enters draining. Returns `true` when everything is already quiet.

@@ -74,12 +74,11 @@ where
     let svc = Arc::new(Service::new(parts, out, notifier, jobs_rx));
     let writer_svc = svc.clone();
     crate::threads::spawn("executa-writer".into(), move || {
-        writer_svc.peer.out.write_loop(&inbox, writer_svc.poll);
+        writer_svc.peer.out.write_loop(&inbox);
         writer_svc.writer_done.store(true, Ordering::SeqCst);
         writer_svc.events.notify(Event::WriterDone);
     })?;
-    let dispatch_svc = svc.clone();
-    crate::threads::spawn("executa-dispatch".into(), move || dispatch_svc.work(true))?;
+    svc.start_thread(true)?;
     let reader_svc = svc.clone();
     crate::threads::spawn("executa-reader".into(), move || {
         super::reader::run(input, reader_svc, jobs_tx)
