@@ -320,3 +320,300 @@ fn oversized_frames_with_non_scalar_ids_are_answered_with_null() {
     let _ = RECV_TIMEOUT;
     p.finish();
 }
+
+/// A small deterministic PRNG (xorshift64*), so a failing case can be replayed by its seed.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum End {
+    Eof,
+    Sigterm,
+    CloseStdout,
+}
+
+/// One random session against the real plugin: requests of every kind (quick, slow,
+/// waiting on the host, malformed), answers to reverse calls (or none, or errors), read
+/// stalls, and one of the three endings. Returns a description of any broken promise.
+fn random_session(seed: u64) -> Result<(), String> {
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+    use std::sync::{Arc, Mutex};
+    let mut rng = Rng(seed | 1);
+    // Replaying one seed shows the plugin's log.
+    let replay = std::env::var_os("EXECUTA_FLOW_SEED").is_some();
+    let mut child = Command::new(everything_bin())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(if replay {
+            Stdio::inherit()
+        } else {
+            Stdio::null()
+        })
+        .env("EXECUTA_LOG", if replay { "debug" } else { "warn" })
+        .spawn()
+        .map_err(|e| e.to_string())?;
+    let mut stdin = child.stdin.take().expect("stdin");
+    let stdout = child.stdout.take().expect("stdout");
+    // One thread owns stdin, fed without blocking by the test and by the stdout reader
+    // (answers to reverse calls). It closes stdin when the test's channel closes.
+    let (to_stdin, lines_in) = crossbeam_channel::unbounded::<String>();
+    let (answers, answers_in) = crossbeam_channel::unbounded::<String>();
+    let writer = thread::spawn(move || {
+        let mut answers_in = answers_in;
+        loop {
+            let line = crossbeam_channel::select! {
+                recv(lines_in) -> l => match l { Ok(l) => l, Err(_) => return },
+                recv(answers_in) -> l => match l {
+                    Ok(l) => l,
+                    Err(_) => {
+                        answers_in = crossbeam_channel::never();
+                        continue;
+                    }
+                },
+            };
+            if stdin.write_all(line.as_bytes()).is_err() {
+                return;
+            }
+        }
+    });
+    // The stdout reader: records replies, answers reverse calls, stalls when told to.
+    let pause_until_ms = Arc::new(AtomicU64::new(0));
+    let stop_reading = Arc::new(AtomicBool::new(false));
+    let replies: Arc<Mutex<Vec<Value>>> = Arc::default();
+    let reader = {
+        let (pause, stop, replies) = (
+            pause_until_ms.clone(),
+            stop_reading.clone(),
+            replies.clone(),
+        );
+        let mut answer_rng = Rng(seed.rotate_left(17) | 1);
+        let t0 = Instant::now();
+        thread::spawn(move || {
+            let mut out = BufReader::new(stdout);
+            let mut line = String::new();
+            loop {
+                while (t0.elapsed().as_millis() as u64) < pause.load(Ordering::SeqCst) {
+                    thread::sleep(Duration::from_millis(1));
+                }
+                if stop.load(Ordering::SeqCst) {
+                    return; // dropping `out` closes the plugin's stdout
+                }
+                line.clear();
+                match out.read_line(&mut line) {
+                    Ok(0) | Err(_) => return,
+                    Ok(_) => {}
+                }
+                let v: Value = match serde_json::from_str(&line) {
+                    Ok(v) => v,
+                    Err(e) => {
+                        replies
+                            .lock()
+                            .unwrap()
+                            .push(json!({"bad_line": line.clone(), "why": e.to_string()}));
+                        continue;
+                    }
+                };
+                if v.get("method").is_some() {
+                    if let Some(rid) = v.get("id") {
+                        let answer = match answer_rng.below(4) {
+                            0 => None, // never answered: the call times out or fails at shutdown
+                            1 => Some(
+                                json!({"jsonrpc":"2.0","id":rid,"error":{"code":-32603,"message":"no"}}),
+                            ),
+                            _ => Some(
+                                json!({"jsonrpc":"2.0","id":rid,"result":{"role":"assistant",
+                                "content":{"type":"text","text":"ok"},"model":"m","stopReason":"endTurn"}}),
+                            ),
+                        };
+                        if let Some(a) = answer {
+                            let _ = answers.send(format!("{a}\n"));
+                        }
+                    }
+                    continue;
+                }
+                replies.lock().unwrap().push(v);
+            }
+        })
+    };
+    let init = json!({"jsonrpc":"2.0","id":"init","method":"initialize","params":{
+        "protocolVersion":"2.0","clientInfo":{"name":"fuzz"},"capabilities":{"sampling":{}}}});
+    let _ = to_stdin.send(format!("{init}\n"));
+    let mut sent: Vec<Value> = vec![json!("init")];
+    let mut malformed = 0usize;
+    let end = match rng.below(3) {
+        0 => End::Eof,
+        1 => End::Sigterm,
+        _ => End::CloseStdout,
+    };
+    if end == End::Sigterm {
+        sent.push(json!("barrier"));
+    }
+    let steps = 5 + rng.below(60);
+    let end_at = rng.below(steps + 1);
+    let t0 = Instant::now();
+    let mut ended = false;
+    for step in 0..steps {
+        if step == end_at && end == End::CloseStdout {
+            stop_reading.store(true, Ordering::SeqCst);
+            ended = true;
+        }
+        if step == end_at && end == End::Sigterm {
+            // Everything sent so far has been read once `health` behind it is answered;
+            // then the signal. Nothing is sent after it (a request still in the pipe when
+            // the plugin exits is never read, so it cannot be answered).
+            sigterm_after_barrier(&child, &to_stdin, &replies, seed)?;
+            ended = true;
+            break;
+        }
+        let id = if rng.below(5) == 0 {
+            json!(format!("s-{step}"))
+        } else {
+            json!(step)
+        };
+        let line = match rng.below(10) {
+            0..=2 => invoke_line_any(&id, "echo", &json!({"step": step})),
+            3 => invoke_line_any(&id, "sleep", &json!({"ms": rng.below(30)})),
+            4 | 5 => invoke_line_any(&id, "sample", &json!({"prompt": "hi"})),
+            6 => format!("{}\n", json!({"jsonrpc":"2.0","id":id,"method":"health"})),
+            7 => format!("{}\n", json!({"jsonrpc":"2.0","id":id,"method":"no/such"})),
+            8 => {
+                malformed += 1;
+                let _ = to_stdin.send("{not json\n".into());
+                continue;
+            }
+            _ => {
+                let ms = rng.below(50);
+                let now = t0.elapsed().as_millis() as u64;
+                pause_until_ms.store(now + ms, Ordering::SeqCst);
+                continue;
+            }
+        };
+        sent.push(id);
+        let _ = to_stdin.send(line);
+    }
+    if !ended && end == End::Sigterm {
+        sigterm_after_barrier(&child, &to_stdin, &replies, seed)?;
+    }
+    if end == End::CloseStdout && !ended {
+        stop_reading.store(true, Ordering::SeqCst);
+    }
+    drop(to_stdin);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let status = loop {
+        if let Some(s) = child.try_wait().map_err(|e| e.to_string())? {
+            break s;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            return Err(format!("seed {seed}: the plugin did not exit ({end:?})"));
+        }
+        thread::sleep(Duration::from_millis(5));
+    };
+    let _ = writer.join();
+    let _ = reader.join();
+    if status.code() != Some(0) {
+        return Err(format!("seed {seed}: exit status {status} ({end:?})"));
+    }
+    let replies = replies.lock().unwrap();
+    let mut count: HashMap<String, usize> = HashMap::new();
+    for r in replies.iter() {
+        if r.get("bad_line").is_some() {
+            return Err(format!("seed {seed}: a line that is not JSON: {r}"));
+        }
+        let id = r
+            .get("id")
+            .ok_or_else(|| format!("seed {seed}: a reply without id: {r}"))?;
+        if !(id.is_string() || id.is_number() || id.is_null()) {
+            return Err(format!("seed {seed}: a non-scalar id: {r}"));
+        }
+        *count.entry(id.to_string()).or_default() += 1;
+    }
+    let closed = end == End::CloseStdout;
+    for id in &sent {
+        let n = count.remove(&id.to_string()).unwrap_or(0);
+        if n > 1 || (n == 0 && !closed) {
+            return Err(format!("seed {seed}: id {id} answered {n} times ({end:?})"));
+        }
+    }
+    let nulls = count.remove("null").unwrap_or(0);
+    if nulls > malformed || (nulls < malformed && !closed) {
+        return Err(format!(
+            "seed {seed}: {nulls} replies with id null for {malformed} malformed lines ({end:?})"
+        ));
+    }
+    if let Some((id, _)) = count.into_iter().next() {
+        return Err(format!(
+            "seed {seed}: a reply to id {id}, which was never sent"
+        ));
+    }
+    Ok(())
+}
+
+/// Sends `health` with id "barrier", waits for its answer, then sends SIGTERM.
+fn sigterm_after_barrier(
+    child: &Child,
+    to_stdin: &crossbeam_channel::Sender<String>,
+    replies: &std::sync::Mutex<Vec<Value>>,
+    seed: u64,
+) -> Result<(), String> {
+    let barrier = r#"{"jsonrpc":"2.0","id":"barrier","method":"health"}"#;
+    let _ = to_stdin.send(format!("{barrier}\n"));
+    let deadline = Instant::now() + RECV_TIMEOUT;
+    while !replies
+        .lock()
+        .unwrap()
+        .iter()
+        .any(|r| r["id"] == json!("barrier"))
+    {
+        if Instant::now() > deadline {
+            return Err(format!(
+                "seed {seed}: `health` before SIGTERM was never answered"
+            ));
+        }
+        thread::sleep(Duration::from_millis(2));
+    }
+    let _ = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status();
+    Ok(())
+}
+
+fn invoke_line_any(id: &Value, tool: &str, arguments: &Value) -> String {
+    format!(
+        "{}\n",
+        json!({"jsonrpc":"2.0","id":id,"method":"invoke",
+               "params":{"tool":tool,"arguments":arguments,"context":{"invoke_id":format!("inv-{id}")}}})
+    )
+}
+
+/// Exactly one reply per request, whatever the host does. `EXECUTA_FLOW_CASES` sets how
+/// many random sessions run (default 12); `EXECUTA_FLOW_SEED` replays one.
+#[test]
+fn every_request_gets_exactly_one_reply_in_random_sessions() {
+    if let Some(seed) = std::env::var("EXECUTA_FLOW_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+    {
+        return random_session(seed).unwrap();
+    }
+    let cases: u64 = std::env::var("EXECUTA_FLOW_CASES")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(12);
+    let failures: Vec<String> = (0..cases)
+        .map(|i| 0x9E37_79B9_7F4A_7C15u64.wrapping_mul(i + 1))
+        .filter_map(|seed| random_session(seed).err())
+        .collect();
+    assert!(failures.is_empty(), "{failures:#?}");
+}
