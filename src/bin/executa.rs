@@ -16,6 +16,8 @@
 mod bench;
 #[path = "executa/bench_driver.rs"]
 mod bench_driver;
+#[path = "executa/bench_scan.rs"]
+mod bench_scan;
 #[path = "executa/call.rs"]
 mod call;
 #[path = "executa/check.rs"]
