@@ -422,6 +422,10 @@ fn placements(all_cpus: &[usize]) -> Vec<Placement> {
         eprintln!("taskset or cpu 0 unavailable: only the free-floating placement runs");
     }
     out.push(Placement::Free);
+    // `EXECUTA_BENCH_PLACEMENTS=pinned,free` keeps only the named placements.
+    if let Ok(keep) = std::env::var("EXECUTA_BENCH_PLACEMENTS") {
+        out.retain(|p| keep.split(',').any(|k| k.trim() == p.short()));
+    }
     out
 }
 

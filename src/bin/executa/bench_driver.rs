@@ -406,7 +406,7 @@ impl Tally {
 
     /// Records the reply to `id`; `false` when it answers none of this run's requests
     /// (or one already answered).
-    fn answered(&mut self, id: u64) -> bool {
+    fn answered(&mut self, id: u64, arrived: Instant) -> bool {
         let Some(slot) = id
             .checked_sub(self.first)
             .and_then(|n| usize::try_from(n).ok())
@@ -417,13 +417,19 @@ impl Tally {
         self.answered[slot] = true;
         self.left -= 1;
         let sent = Duration::from_nanos(self.starts[slot].load(Ordering::Relaxed));
-        self.latencies.push(self.t0.elapsed().saturating_sub(sent));
+        let at = arrived.saturating_duration_since(self.t0);
+        self.latencies.push(at.saturating_sub(sent));
         true
     }
 
     /// Records a reply the fast scan left to the full parser, with its failure if any.
-    fn record(&mut self, id: &RawValue, outcome: Result<&RawValue, &RawValue>) -> bool {
-        if !id.get().parse().is_ok_and(|n| self.answered(n)) {
+    fn record(
+        &mut self,
+        id: &RawValue,
+        outcome: Result<&RawValue, &RawValue>,
+        arrived: Instant,
+    ) -> bool {
+        if !id.get().parse().is_ok_and(|n| self.answered(n, arrived)) {
             return false;
         }
         let failure = match outcome {
@@ -463,17 +469,24 @@ fn read_replies(
     done: &AtomicUsize,
 ) -> Result<(), String> {
     let mut line = Vec::with_capacity(4096);
+    let mut arrived = Instant::now();
     while tally.left > 0 {
+        // A reply arrives when the read that brought it returns: one clock read per read
+        // call, not per line.
+        let refill = stdout.buffer().is_empty();
         read_line(stdout, &mut line)?;
+        if refill {
+            arrived = Instant::now();
+        }
         if let Some(id) = bench_scan::success_id(&line) {
-            if tally.answered(id) {
+            if tally.answered(id, arrived) {
                 done.fetch_add(1, Ordering::Relaxed);
                 feed.credit()?;
             }
             continue;
         }
         match wire::parse(&line) {
-            Message::Response { id, outcome } if tally.record(id, outcome) => {
+            Message::Response { id, outcome } if tally.record(id, outcome, arrived) => {
                 done.fetch_add(1, Ordering::Relaxed);
                 feed.credit()?;
             }

@@ -7,60 +7,64 @@
 
 /// The id of a successful invoke reply, or `None` when the frame needs the full parser.
 pub fn success_id(line: &[u8]) -> Option<u64> {
-    let start = skip_ws(line, 0);
-    let end = value_end(line, start)?;
-    if skip_ws(line, end) != line.len() {
-        return None;
-    }
     let mut id = None;
     let mut success = false;
-    for (key, value) in fields(line)? {
-        match key {
-            b"id" => id = Some(unsigned(value)?),
-            b"result" => {
-                success = fields(value)?.any(|(k, v)| k == b"success" && v == b"true");
-            }
-            b"method" | b"error" => return None,
-            _ => {}
+    let end = object(line, skip_ws(line, 0), |key, at| match key {
+        b"id" => {
+            let end = value_end(line, at)?;
+            id = Some(unsigned(&line[at..end])?);
+            Some(end)
         }
+        // One pass: the result's own fields are scanned while skipping it.
+        b"result" => object(line, at, |key, at| {
+            let end = value_end(line, at)?;
+            if key == b"success" {
+                success = &line[at..end] == b"true";
+            }
+            Some(end)
+        }),
+        b"method" | b"error" => None,
+        _ => value_end(line, at),
+    })?;
+    if skip_ws(line, end) != line.len() {
+        return None;
     }
     id.filter(|_| success)
 }
 
-/// The `(key, raw value)` pairs of a JSON object, or `None` when `bytes` is not one. Keys
-/// are compared as raw bytes (an escaped key never matches, which only means a fallback).
-fn fields(bytes: &[u8]) -> Option<impl Iterator<Item = (&[u8], &[u8])>> {
-    let start = skip_ws(bytes, 0);
-    if bytes.get(start) != Some(&b'{') {
+/// Walks the object that opens at `at`, calling `field(key, value_start)` for each member;
+/// `field` returns where the value ends (or `None` to give up). Returns the position just
+/// past the closing brace. Keys are compared as raw bytes: an escaped key never matches,
+/// which only means a fallback.
+fn object(
+    bytes: &[u8],
+    at: usize,
+    mut field: impl FnMut(&[u8], usize) -> Option<usize>,
+) -> Option<usize> {
+    if bytes.get(at) != Some(&b'{') {
         return None;
     }
-    let mut at = start + 1;
-    let mut done = false;
-    Some(std::iter::from_fn(move || {
-        if done {
-            return None;
-        }
-        at = skip_ws(bytes, at);
+    let mut at = skip_ws(bytes, at + 1);
+    if bytes.get(at) == Some(&b'}') {
+        return Some(at + 1);
+    }
+    loop {
         if bytes.get(at) != Some(&b'"') {
-            done = true;
             return None;
         }
         let key_end = string_end(bytes, at)?;
         let key = &bytes[at + 1..key_end - 1];
         at = skip_ws(bytes, key_end);
         if bytes.get(at) != Some(&b':') {
-            done = true;
             return None;
         }
-        let value_start = skip_ws(bytes, at + 1);
-        let value_end = value_end(bytes, value_start)?;
-        at = skip_ws(bytes, value_end);
-        match bytes.get(at) {
-            Some(b',') => at += 1,
-            _ => done = true,
+        at = skip_ws(bytes, field(key, skip_ws(bytes, at + 1))?);
+        match bytes.get(at)? {
+            b',' => at = skip_ws(bytes, at + 1),
+            b'}' => return Some(at + 1),
+            _ => return None,
         }
-        Some((key, &bytes[value_start..value_end]))
-    }))
+    }
 }
 
 fn skip_ws(bytes: &[u8], mut at: usize) -> usize {
