@@ -133,7 +133,7 @@ pub struct Cell {
     /// CPU µs used while idle, per second of idleness (schedstat).
     pub idle_us_per_s: Vec<f64>,
     pub hwm_kb: Vec<f64>,
-    /// `executa bench` throughput against this subject (everything only).
+    /// `executa bench` throughput against this subject (executa and the bare loop).
     pub driver_rate: Vec<f64>,
 }
 
@@ -169,9 +169,13 @@ fn main() {
             for (s, subject) in subjects.iter().enumerate() {
                 measure(placement, subject, &counts, smoke, &mut grid[p][s]);
             }
-            if let Some(driver) = &bins.driver {
-                let rate = driver_rate(driver, placement, &subjects[0], &counts, smoke);
-                grid[p][0].driver_rate.push(rate);
+            // The crate's driver against executa and against the bare loop (no runtime of
+            // its own, so the driver's own limit shows).
+            for s in [0, 1] {
+                if let Some(driver) = &bins.driver {
+                    let rate = driver_rate(driver, placement, &subjects[s], &counts, smoke);
+                    grid[p][s].driver_rate.push(rate);
+                }
             }
             host_pair(placement, &subjects[0], &counts, &mut host_pairs[p]);
         }

@@ -85,11 +85,13 @@ pub fn print(
                 opt(med(&c.rss_kb), 0),
             );
         }
-        if let Some(rate) = med(&grid[p][0].driver_rate) {
-            println!(
-                "{:<24} {:>8} {:>8} {:>13} {:>12.0}   (`executa bench --concurrency 64` against everything)",
-                "executa bench driver", "", "", "", rate
-            );
+        for (s, subject) in subjects.iter().enumerate() {
+            if let Some(rate) = med(&grid[p][s].driver_rate) {
+                println!(
+                    "{:<24} {:>8} {:>8} {:>13} {:>12.0}   (`executa bench --concurrency 64` against {})",
+                    "executa bench driver", "", "", "", rate, subject.name
+                );
+            }
         }
     }
     print_cpu(subjects, placements, grid);
@@ -162,6 +164,9 @@ fn print_ratios(
             add("pipelined executa/python", ratio(&e.rate, &row[i].rate));
         }
         add("executa bench/this client", ratio(&e.driver_rate, &e.rate));
+        if let Some(i) = bare {
+            add("(against bare)", ratio(&row[i].driver_rate, &row[i].rate));
+        }
         println!("  {:<11} {}", placement.short(), parts.join(", "));
     }
     if let Some(p) = placements.iter().position(|&p| p == Placement::Free) {
