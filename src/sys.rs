@@ -98,7 +98,7 @@ pub(crate) fn usable_cpus() -> usize {
 }
 
 /// The CPUs the calling thread may run on (its affinity mask), in ascending order.
-#[cfg(target_os = "linux")]
+#[cfg(all(feature = "host", target_os = "linux"))]
 pub(crate) fn thread_affinity() -> io::Result<Vec<usize>> {
     // SAFETY: `cpu_set_t` is plain old data, so all-zero is a valid value, and
     // sched_getaffinity writes at most `size_of::<cpu_set_t>()` bytes into it.
@@ -117,7 +117,7 @@ pub(crate) fn thread_affinity() -> io::Result<Vec<usize>> {
 }
 
 /// Restricts the calling thread (and threads it starts afterwards) to `cpus`.
-#[cfg(target_os = "linux")]
+#[cfg(all(feature = "host", target_os = "linux"))]
 pub(crate) fn set_thread_affinity(cpus: &[usize]) -> io::Result<()> {
     let max = 8 * std::mem::size_of::<libc::cpu_set_t>();
     if cpus.is_empty() || cpus.iter().any(|&c| c >= max) {
@@ -143,7 +143,7 @@ pub(crate) fn set_thread_affinity(cpus: &[usize]) -> io::Result<()> {
 }
 
 /// CPU affinity is Linux-only here.
-#[cfg(not(target_os = "linux"))]
+#[cfg(all(feature = "host", not(target_os = "linux")))]
 pub(crate) fn thread_affinity() -> io::Result<Vec<usize>> {
     Err(io::Error::new(
         io::ErrorKind::Unsupported,
@@ -152,7 +152,7 @@ pub(crate) fn thread_affinity() -> io::Result<Vec<usize>> {
 }
 
 /// CPU affinity is Linux-only here.
-#[cfg(not(target_os = "linux"))]
+#[cfg(all(feature = "host", not(target_os = "linux")))]
 pub(crate) fn set_thread_affinity(_cpus: &[usize]) -> io::Result<()> {
     Err(io::Error::new(
         io::ErrorKind::Unsupported,
