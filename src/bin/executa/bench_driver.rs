@@ -187,7 +187,7 @@ impl Session {
                     out: stdin,
                     requests: &mut requests,
                 };
-                feed.credit()?;
+                feed.credits(1)?;
                 read_replies(stdout, services, &mut tally, &mut feed, &done)
             })
         } else {
@@ -224,7 +224,7 @@ impl Session {
 
 /// The writer thread takes credits and reverse-call answers from the reader.
 enum ToWriter {
-    Credit,
+    Credits(usize),
     Frame(Vec<u8>),
 }
 
@@ -275,14 +275,15 @@ fn pipelined(
 /// Applies one message on the writer thread; returns the credits it adds.
 fn apply(m: ToWriter, out: &mut BufWriter<ChildStdin>) -> Result<usize, String> {
     match m {
-        ToWriter::Credit => Ok(1),
+        ToWriter::Credits(n) => Ok(n),
         ToWriter::Frame(f) => write_all(out, &f).map(|()| 0),
     }
 }
 
-/// Where the reader sends credits (one per reply) and reverse-call answers.
+/// Where the reader sends credits (one per reply, handed over in a batch just before the
+/// reader would block on a read) and reverse-call answers.
 trait Feed {
-    fn credit(&mut self) -> Result<(), String>;
+    fn credits(&mut self, n: usize) -> Result<(), String>;
     fn frame(&mut self, frame: Vec<u8>) -> Result<(), String>;
 }
 
@@ -293,8 +294,12 @@ struct Inline<'a> {
 }
 
 impl Feed for Inline<'_> {
-    fn credit(&mut self) -> Result<(), String> {
-        if self.requests.write_next(self.out)? {
+    fn credits(&mut self, n: usize) -> Result<(), String> {
+        let mut wrote = false;
+        for _ in 0..n {
+            wrote |= self.requests.write_next(self.out)?;
+        }
+        if wrote {
             flush(self.out)?;
         }
         Ok(())
@@ -308,9 +313,9 @@ impl Feed for Inline<'_> {
 struct Channel(Sender<ToWriter>);
 
 impl Feed for Channel {
-    fn credit(&mut self) -> Result<(), String> {
+    fn credits(&mut self, n: usize) -> Result<(), String> {
         self.0
-            .send(ToWriter::Credit)
+            .send(ToWriter::Credits(n))
             .map_err(|_| "the writer thread stopped".to_owned())
     }
     fn frame(&mut self, frame: Vec<u8>) -> Result<(), String> {
@@ -470,10 +475,17 @@ fn read_replies(
 ) -> Result<(), String> {
     let mut line = Vec::with_capacity(4096);
     let mut arrived = Instant::now();
+    let mut owed = 0;
     while tally.left > 0 {
         // A reply arrives when the read that brought it returns: one clock read per read
-        // call, not per line.
+        // call, not per line. Credits go back in one message per read, not per reply:
+        // fewer wake-ups of the writer, which then writes and flushes them as one batch.
         let refill = stdout.buffer().is_empty();
+        // No complete line buffered: the next read may block (it stops at the first '\n').
+        if owed > 0 && !stdout.buffer().contains(&b'\n') {
+            feed.credits(owed)?;
+            owed = 0;
+        }
         read_line(stdout, &mut line)?;
         if refill {
             arrived = Instant::now();
@@ -481,14 +493,14 @@ fn read_replies(
         if let Some(id) = bench_scan::success_id(&line) {
             if tally.answered(id, arrived) {
                 done.fetch_add(1, Ordering::Relaxed);
-                feed.credit()?;
+                owed += 1;
             }
             continue;
         }
         match wire::parse(&line) {
             Message::Response { id, outcome } if tally.record(id, outcome, arrived) => {
                 done.fetch_add(1, Ordering::Relaxed);
-                feed.credit()?;
+                owed += 1;
             }
             Message::Request {
                 id: Some(id),
