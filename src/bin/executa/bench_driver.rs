@@ -131,13 +131,7 @@ impl Session {
         wire::write_request(&mut frame, Some(Id::number(id).as_raw()), method, params);
         write_all(&mut self.stdin, &frame)?;
         flush(&mut self.stdin)?;
-        let Session {
-            child,
-            stdin,
-            stdout,
-            services,
-            ..
-        } = self;
+        let (child, stdin, stdout, services) = self.parts();
         let quiet = AtomicUsize::new(0);
         let answer = with_watchdog(child, timeout, &quiet, None, || {
             let mut line = Vec::with_capacity(4096);
@@ -173,13 +167,7 @@ impl Session {
         let mut requests = Requests::new(load, first)?;
         let done = AtomicUsize::new(0);
         let mut tally = Tally::new(&requests);
-        let Session {
-            child,
-            stdin,
-            stdout,
-            services,
-            ..
-        } = self;
+        let (child, stdin, stdout, services) = self.parts();
         let start = requests.t0;
         let outcome = if load.in_flight <= 1 {
             with_watchdog(child, load.stall, &done, shown(load), || {
@@ -206,6 +194,16 @@ impl Session {
         Ok(tally.finish(start.elapsed()))
     }
 
+    /// The fields the reading and writing sides borrow separately.
+    fn parts(&mut self) -> Parts<'_> {
+        (
+            &mut self.child,
+            &mut self.stdin,
+            &mut self.stdout,
+            &self.services,
+        )
+    }
+
     /// Closes the plugin's stdin and waits for it to exit (at most 5 s, then kills it).
     pub fn close(mut self) {
         let _ = self.stdin.flush();
@@ -221,6 +219,13 @@ impl Session {
         let _ = self.child.wait();
     }
 }
+
+type Parts<'a> = (
+    &'a mut Child,
+    &'a mut BufWriter<ChildStdin>,
+    &'a mut BufReader<ChildStdout>,
+    &'a [Arc<dyn Service>],
+);
 
 /// The writer thread takes credits and reverse-call answers from the reader.
 enum ToWriter {
