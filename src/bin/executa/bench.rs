@@ -4,8 +4,8 @@
 use std::process::ExitCode;
 use std::time::Duration;
 
-use executa::host::StderrRelay;
 use executa::Manifest;
+use executa::host::StderrRelay;
 use serde_json::Value;
 
 use crate::bench_driver::{Load, Run, Session, Target};
