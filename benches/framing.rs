@@ -2,7 +2,8 @@
 //! borrowed (what the reader does) against building a `serde_json::Value` tree (what most
 //! runtimes do), splitting a stream into frames, and building a reply frame.
 //!
-//! Run: `cargo bench --bench framing` (medians of 9 runs each).
+//! Run: `cargo bench --bench framing` (medians of 9 runs each). Smoke (a few iterations,
+//! results checked, nothing timed): `EXECUTA_BENCH_SMOKE=1 cargo bench --bench framing`.
 
 mod common;
 
@@ -31,6 +32,10 @@ fn main() {
     common::print_machine("cargo bench --bench framing");
     println!("frame: {} bytes (a typical invoke)", INVOKE.len());
     let line = INVOKE.as_bytes();
+    if common::smoke() {
+        check(line);
+        return;
+    }
 
     let borrowed = per_op_ns(200_000, || {
         if let Message::Request { method, params, .. } = wire::parse(black_box(line)) {
@@ -72,4 +77,34 @@ fn main() {
         black_box(&out);
     });
     println!("build a reply frame from raw result:     {reply:>8.1} ns/frame");
+}
+
+/// Smoke mode: each operation the bench times gives the right answer.
+fn check(line: &[u8]) {
+    match wire::parse(line) {
+        Message::Request {
+            id: Some(id),
+            method,
+            params: Some(_),
+        } => assert_eq!((id.get(), method.as_ref()), ("42", "invoke")),
+        _ => panic!("the invoke frame did not parse as a request"),
+    }
+    let tree: serde_json::Value = serde_json::from_slice(line).expect("valid JSON");
+    assert_eq!(tree["params"]["tool"], "echo");
+    let stream: Vec<u8> = [line, b"\n", line, b"\n"].concat();
+    let mut r = FrameReader::new(&stream[..], wire::DEFAULT_MAX_FRAME_BYTES);
+    let mut frames = 0;
+    while let Ok(Some(Frame::Line(l))) = r.next_frame() {
+        assert_eq!(l, line);
+        frames += 1;
+    }
+    assert_eq!(frames, 2, "the stream splits into its two frames");
+    let id = RawValue::from_string("42".into()).expect("valid json");
+    let result = RawValue::from_string(r#"{"success":true}"#.into()).expect("valid json");
+    let mut out = Vec::new();
+    wire::write_response(&mut out, &id, &result);
+    let reply: serde_json::Value = serde_json::from_slice(&out).expect("reply is JSON");
+    assert_eq!(reply["id"], 42);
+    assert_eq!(reply["result"]["success"], true);
+    println!("smoke run: every operation checked; nothing timed");
 }

@@ -1,233 +1,438 @@
 //! Round trips through real pipes to real child processes: the hot `invoke` path as a host
-//! sees it. Compares the `everything` example (the executa runtime) with a single-threaded
-//! loop with no runtime (`bench_baseline`), in the same run, as ratios.
+//! sees it, for the `everything` example (the executa runtime) against three baselines in
+//! the same run: a 1-thread loop with no runtime (`bench_baseline`), the cheapest shape
+//! with a separate reader thread (`bench_onehop`) and a Python quickstart-style loop.
 //!
-//! Run unpinned: `cargo bench --bench roundtrip`
-//! Run pinned (both processes on one core, the stable figure on a VM):
-//! `taskset -c 0 cargo bench --bench roundtrip`
-//! `EXECUTA_BENCH_N` sets the number of serial round trips (default 20000).
+//! Each round visits every placement (pinned: bench and plugin on cpu 0; cross-core: bench
+//! on cpu 0, plugin on cpu 1; free-floating) and within it every subject in turn; the
+//! figures printed are medians over rounds. See benches/README.md for what each means.
+//!
+//! Run: `cargo bench --bench roundtrip` (writes benches/roundtrip.svg).
+//! Smoke (tiny counts, replies checked, nothing timed): `EXECUTA_BENCH_SMOKE=1 cargo bench
+//! --bench roundtrip`. Counts (benches/README.md lists them all): `EXECUTA_BENCH_ROUNDS`
+//! [5], `EXECUTA_BENCH_N` serial round trips per round [3000], `EXECUTA_BENCH_PIPELINED`
+//! [30000], `EXECUTA_BENCH_PACED` [2000], `EXECUTA_BENCH_PACED_SLOW` [1000].
 
+#[path = "roundtrip/chart.rs"]
+mod chart;
 mod common;
+#[path = "roundtrip/peer.rs"]
+mod peer;
+#[path = "roundtrip/report.rs"]
+mod report;
 
-use std::io::{BufRead, BufReader, BufWriter, Write};
-use std::path::PathBuf;
-use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::path::{Path, PathBuf};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
-struct Subject {
-    name: &'static str,
-    cmd: Vec<String>,
+use common::procfs::{self, CpuTime};
+use executa::host::{Handlers, Host, HostOptions, PluginCommand, StderrRelay};
+use peer::Peer;
+use serde_json::json;
+
+/// A plugin under test.
+pub struct Subject {
+    pub name: &'static str,
+    pub cmd: Vec<String>,
+    /// Whether its `echo` replies carry the arguments back (the bare loop's do not).
+    pub echoes: bool,
 }
 
-struct Peer {
-    child: Child,
-    stdin: BufWriter<ChildStdin>,
-    stdout: BufReader<ChildStdout>,
-    line: String,
+/// Where the bench (host) and the plugin run.
+#[derive(Clone, Copy, PartialEq)]
+pub enum Placement {
+    Pinned,
+    CrossCore,
+    Free,
 }
 
-impl Peer {
-    fn spawn(cmd: &[String]) -> Peer {
-        let mut child = Command::new(&cmd[0])
-            .args(&cmd[1..])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap_or_else(|e| panic!("cannot start {cmd:?}: {e}"));
-        let stdin = BufWriter::new(child.stdin.take().expect("piped stdin"));
-        let stdout = BufReader::new(child.stdout.take().expect("piped stdout"));
-        Peer {
-            child,
-            stdin,
-            stdout,
-            line: String::new(),
+impl Placement {
+    pub fn label(self) -> &'static str {
+        match self {
+            Placement::Pinned => "pinned (host and plugin on cpu 0)",
+            Placement::CrossCore => "cross-core (host cpu 0, plugin cpu 1)",
+            Placement::Free => "free-floating (bimodal on a VM)",
         }
     }
 
-    fn call(&mut self, frame: &str) {
-        self.stdin.write_all(frame.as_bytes()).expect("write");
-        self.stdin.flush().expect("flush");
-        self.read_reply();
+    pub fn short(self) -> &'static str {
+        match self {
+            Placement::Pinned => "pinned",
+            Placement::CrossCore => "cross-core",
+            Placement::Free => "free",
+        }
     }
 
-    fn read_reply(&mut self) {
-        self.line.clear();
-        let n = self.stdout.read_line(&mut self.line).expect("read");
-        assert!(n > 0, "plugin closed its stdout");
+    fn plugin_cpu(self) -> Option<usize> {
+        match self {
+            Placement::Pinned => Some(0),
+            Placement::CrossCore => Some(1),
+            Placement::Free => None,
+        }
     }
 
-    fn status(&self, key: &str) -> String {
-        let path = format!("/proc/{}/status", self.child.id());
-        std::fs::read_to_string(path)
-            .ok()
-            .and_then(|s| {
-                s.lines()
-                    .find(|l| l.starts_with(key))
-                    .map(|l| l[key.len() + 1..].trim().to_owned())
-            })
-            .unwrap_or_default()
+    /// `taskset -c N` for the plugin's command line, or nothing.
+    pub fn prefix(self) -> Vec<String> {
+        self.plugin_cpu().map_or_else(Vec::new, |cpu| {
+            vec!["taskset".into(), "-c".into(), cpu.to_string()]
+        })
     }
 
-    fn close(mut self) {
-        drop(self.stdin);
-        let _ = self.child.wait();
-    }
-}
-
-fn invoke(n: u64) -> String {
-    format!(
-        "{{\"jsonrpc\":\"2.0\",\"id\":{n},\"method\":\"invoke\",\"params\":{{\"tool\":\"echo\",\"arguments\":{{\"text\":\"hi\"}},\"context\":{{\"invoke_id\":\"bench-{n}\"}}}}}}\n"
-    )
-}
-
-struct Figures {
-    rtt: common::Summary,
-    per_sec: f64,
-    rss: String,
-    threads: String,
-}
-
-fn measure(subject: &Subject, serial: u64, pipelined: u64) -> Figures {
-    let mut peer = Peer::spawn(&subject.cmd);
-    peer.call("{\"jsonrpc\":\"2.0\",\"id\":0,\"method\":\"describe\"}\n");
-    std::thread::sleep(Duration::from_millis(200));
-    let (rss, threads) = (peer.status("VmRSS"), peer.status("Threads"));
-    for i in 0..serial / 10 {
-        peer.call(&invoke(i));
-    }
-    let mut samples = Vec::with_capacity(serial as usize);
-    for i in 0..serial {
-        let frame = invoke(i);
-        let start = Instant::now();
-        peer.call(&frame);
-        samples.push(start.elapsed());
-    }
-    let rtt = common::summarize(&mut samples);
-    let per_sec = pipelined_rate(peer, pipelined);
-    Figures {
-        rtt,
-        per_sec,
-        rss,
-        threads,
+    /// Pins (or unpins) this thread; threads started afterwards inherit it.
+    fn place_host(self, all_cpus: &[usize]) {
+        let cpus = if self == Placement::Free {
+            all_cpus.to_vec()
+        } else {
+            vec![0]
+        };
+        executa::host::set_cpu_affinity(&cpus).expect("sched_setaffinity");
     }
 }
 
-/// One thread writes every request while this one reads every reply.
-fn pipelined_rate(peer: Peer, count: u64) -> f64 {
-    let Peer {
-        child,
-        mut stdin,
-        mut stdout,
-        mut line,
-    } = peer;
+/// Invoke counts of one run.
+pub struct Counts {
+    pub rounds: u64,
+    pub serial: u64,
+    pub pipelined: u64,
+    pub in_flight: usize,
+    pub flood: u64,
+    pub paced: u64,
+    pub paced_slow: u64,
+    pub idle: Duration,
+    pub host_calls: u64,
+}
+
+impl Counts {
+    fn from_env() -> Counts {
+        Counts {
+            rounds: common::count("EXECUTA_BENCH_ROUNDS", 5, 1),
+            serial: common::count("EXECUTA_BENCH_N", 3_000, 20),
+            pipelined: common::count("EXECUTA_BENCH_PIPELINED", 30_000, 300),
+            in_flight: 64,
+            flood: common::count("EXECUTA_BENCH_FLOOD", 20_000, 300),
+            paced: common::count("EXECUTA_BENCH_PACED", 2_000, 10),
+            paced_slow: common::count("EXECUTA_BENCH_PACED_SLOW", 1_000, 3),
+            idle: Duration::from_millis(common::count("EXECUTA_BENCH_IDLE_MS", 1_000, 20)),
+            host_calls: common::count("EXECUTA_BENCH_HOST_CALLS", 1_000, 10),
+        }
+    }
+}
+
+/// The figures of one subject in one placement, one entry per round.
+#[derive(Default)]
+pub struct Cell {
+    pub p50: Vec<f64>,
+    pub p90: Vec<f64>,
+    pub rate: Vec<f64>,
+    pub threads: Vec<f64>,
+    pub rss_kb: Vec<f64>,
+    /// CPU µs per request at one request every 0.5 ms: (stat, schedstat).
+    pub cpu_fast: Vec<(f64, f64)>,
+    /// The same at one request every 5 ms.
+    pub cpu_slow: Vec<(f64, f64)>,
+    /// CPU µs used while idle, per second of idleness (schedstat).
+    pub idle_us_per_s: Vec<f64>,
+    pub hwm_kb: Vec<f64>,
+    /// `executa bench` throughput against this subject (executa and the bare loop).
+    pub driver_rate: Vec<f64>,
+}
+
+/// Round-trip p50 of `echo` and `sample` driven by `executa::host`, one entry per round.
+#[derive(Default)]
+pub struct HostPair {
+    pub echo: Vec<f64>,
+    pub sample: Vec<f64>,
+}
+
+fn main() {
+    let smoke = common::smoke();
+    let counts = Counts::from_env();
+    let bins = build(smoke);
+    let subjects = subjects(&bins);
+    let all_cpus = executa::host::cpu_affinity().expect("sched_getaffinity");
+    let placements = placements(&all_cpus);
+    common::print_machine(&format!(
+        "{}cargo bench --bench roundtrip",
+        if smoke { "EXECUTA_BENCH_SMOKE=1 " } else { "" }
+    ));
+    report::print_plan(&counts, &subjects, &placements, &bins);
+
+    let mut grid: Vec<Vec<Cell>> = placements
+        .iter()
+        .map(|_| subjects.iter().map(|_| Cell::default()).collect())
+        .collect();
+    let mut host_pairs: Vec<HostPair> = placements.iter().map(|_| HostPair::default()).collect();
+    for round in 0..counts.rounds {
+        eprintln!("round {}/{}", round + 1, counts.rounds);
+        for (p, &placement) in placements.iter().enumerate() {
+            placement.place_host(&all_cpus);
+            for (s, subject) in subjects.iter().enumerate() {
+                measure(placement, subject, &counts, smoke, &mut grid[p][s]);
+            }
+            // The crate's driver against executa and against the bare loop (no runtime of
+            // its own, so the driver's own limit shows).
+            for s in [0, 1] {
+                if let Some(driver) = &bins.driver {
+                    let rate = driver_rate(driver, placement, &subjects[s], &counts, smoke);
+                    grid[p][s].driver_rate.push(rate);
+                }
+            }
+            host_pair(placement, &subjects[0], &counts, &mut host_pairs[p]);
+        }
+    }
+    Placement::Free.place_host(&all_cpus);
+    if smoke {
+        println!("smoke run: every reply checked; no figures are reported in smoke mode");
+        return;
+    }
+    report::print(&subjects, &placements, &grid, &host_pairs);
+    let svg = report::chart(&subjects, &placements, &grid);
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("benches/roundtrip.svg");
+    match std::fs::write(&path, svg) {
+        Ok(()) => println!("\nchart: {}", path.display()),
+        Err(e) => eprintln!("cannot write {}: {e}", path.display()),
+    }
+}
+
+/// One subject in one placement, one round: spawn, warm up, then every figure.
+fn measure(placement: Placement, subject: &Subject, counts: &Counts, smoke: bool, cell: &mut Cell) {
+    let mut peer = Peer::spawn(&placement.prefix(), &subject.cmd, subject.echoes, smoke);
+    peer.wait_ready();
+    peer.serial(counts.serial / 10 + 1);
+    if let Some(t) = procfs::status_number(peer.pid(), "Threads") {
+        cell.threads.push(t as f64);
+    }
+    if let Some(kb) = procfs::status_number(peer.pid(), "VmRSS") {
+        cell.rss_kb.push(kb as f64);
+    }
+    let mut rtt = peer.serial(counts.serial);
+    let summary = common::summarize(&mut rtt);
+    cell.p50.push(common::micros(summary.p50));
+    cell.p90.push(common::micros(summary.p90));
+    cell.rate
+        .push(peer.pipelined(counts.pipelined, Some(counts.in_flight)));
+    if placement == Placement::Free {
+        cell.cpu_fast.push(cpu_per_request(
+            &mut peer,
+            counts.paced,
+            Duration::from_micros(500),
+        ));
+        cell.cpu_slow.push(cpu_per_request(
+            &mut peer,
+            counts.paced_slow,
+            Duration::from_millis(5),
+        ));
+        cell.idle_us_per_s.push(idle_cpu(&peer, counts.idle));
+        peer.pipelined(counts.flood, None);
+        if let Some(kb) = procfs::status_number(peer.pid(), "VmHWM") {
+            cell.hwm_kb.push(kb as f64);
+        }
+    }
+    peer.close();
+}
+
+/// CPU µs the child spent per request at one request every `interval`: (stat, schedstat).
+fn cpu_per_request(peer: &mut Peer, count: u64, interval: Duration) -> (f64, f64) {
+    let before = CpuTime::of(peer.pid()).expect("child alive");
+    peer.paced(count, interval);
+    let used = CpuTime::of(peer.pid()).expect("child alive").since(before);
+    let per = |d: Duration| common::micros(d) / count as f64;
+    (per(used.stat), per(used.sched))
+}
+
+/// CPU µs the child spent per second while nothing was sent (schedstat).
+fn idle_cpu(peer: &Peer, window: Duration) -> f64 {
+    // Let any post-message polling end before the window opens.
+    std::thread::sleep(Duration::from_millis(50));
+    let before = CpuTime::of(peer.pid()).expect("child alive");
     let start = Instant::now();
-    let writer = std::thread::spawn(move || {
-        for i in 0..count {
-            stdin.write_all(invoke(i).as_bytes()).expect("write");
+    std::thread::sleep(window);
+    let used = CpuTime::of(peer.pid()).expect("child alive").since(before);
+    common::micros(used.sched) / start.elapsed().as_secs_f64()
+}
+
+/// Serial `echo` and `sample` invokes through `executa::host`, alternating.
+fn host_pair(placement: Placement, subject: &Subject, counts: &Counts, pair: &mut HostPair) {
+    let argv: Vec<String> = placement
+        .prefix()
+        .into_iter()
+        .chain(subject.cmd.clone())
+        .collect();
+    let cmd = PluginCommand::from_argv(&argv).expect("a command");
+    let opts = HostOptions {
+        stderr: StderrRelay::Quiet,
+        ..HostOptions::default()
+    };
+    let host = Host::start(cmd, opts, Handlers::dev_backends()).expect("host start");
+    let echo_args = json!({ "text": "hi" });
+    let sample_args = json!({ "prompt": "hi" });
+    let call = |tool: &str, args: &serde_json::Value| {
+        let start = Instant::now();
+        let r = host.invoke(tool, args).expect("host invoke");
+        let took = start.elapsed();
+        assert!(r.success, "{tool} failed: {:?}", r.error);
+        let want = if tool == "echo" { "hi" } else { "" };
+        if tool == "echo" {
+            assert_eq!(r.data["text"], want, "echo data: {}", r.data);
+        } else {
+            assert!(r.data["text"].is_string(), "sample data: {}", r.data);
         }
-        stdin.flush().expect("flush");
-        stdin
-    });
-    for _ in 0..count {
-        line.clear();
+        took
+    };
+    for _ in 0..counts.host_calls / 10 + 1 {
+        call("echo", &echo_args);
+        call("sample", &sample_args);
+    }
+    let (mut echo, mut sample) = (Vec::new(), Vec::new());
+    for _ in 0..counts.host_calls {
+        echo.push(call("echo", &echo_args));
+        sample.push(call("sample", &sample_args));
+    }
+    host.shutdown();
+    pair.echo
+        .push(common::micros(common::summarize(&mut echo).p50));
+    pair.sample
+        .push(common::micros(common::summarize(&mut sample).p50));
+}
+
+/// `executa bench` (the crate's own driver) pipelining `echo` against `subject`, in
+/// invokes per second, with the same count and window as this bench's pipelined client.
+fn driver_rate(
+    driver: &Path,
+    placement: Placement,
+    subject: &Subject,
+    counts: &Counts,
+    smoke: bool,
+) -> f64 {
+    let mut cmd = Command::new(driver);
+    cmd.args(["bench", "--quiet", "--no-progress", "--rounds", "1"])
+        .args(["--requests", &counts.pipelined.to_string()])
+        .args(["--concurrency", &counts.in_flight.to_string()])
+        .args(["--args", r#"{"text":"hi"}"#]);
+    if let Some(cpu) = placement.plugin_cpu() {
+        cmd.args(["--pin-host", "0", "--pin-plugin", &cpu.to_string()]);
+    }
+    let out = cmd
+        .arg("--")
+        .args(&subject.cmd)
+        .output()
+        .expect("run executa bench");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "executa bench failed ({}):\n{text}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let rate = text
+        .lines()
+        .find_map(|l| {
+            l.trim()
+                .strip_prefix("throughput")?
+                .split_whitespace()
+                .next()?
+                .parse()
+                .ok()
+        })
+        .unwrap_or_else(|| panic!("no throughput line in:\n{text}"));
+    if smoke {
         assert!(
-            stdout.read_line(&mut line).expect("read") > 0,
-            "plugin closed its stdout"
+            text.contains("errors      0"),
+            "executa bench errors:\n{text}"
         );
     }
-    let rate = count as f64 / start.elapsed().as_secs_f64();
-    let stdin = writer.join().expect("writer thread");
-    Peer {
-        child,
-        stdin,
-        stdout,
-        line,
-    }
-    .close();
     rate
 }
 
-fn build(examples: &[&str]) -> PathBuf {
+/// The binaries the run needs.
+pub struct Bins {
+    pub dir: PathBuf,
+    pub profile: &'static str,
+    /// The `executa` binary, for `executa bench`.
+    pub driver: Option<PathBuf>,
+}
+
+/// Builds the examples (and the `executa` binary): release for figures; in smoke mode the
+/// profile this bench was built with, so `cargo test --benches` stays a debug build.
+fn build(smoke: bool) -> Bins {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let release = !smoke || !cfg!(debug_assertions);
     let mut cmd = Command::new(env!("CARGO"));
-    cmd.current_dir(&root)
-        .args(["build", "--quiet", "--release"]);
-    for e in examples {
+    cmd.current_dir(&root).args(["build", "--quiet"]);
+    if release {
+        cmd.arg("--release");
+    }
+    for e in ["everything", "bench_baseline", "bench_onehop"] {
         cmd.args(["--example", e]);
     }
+    cmd.args(["--bin", "executa"]);
     assert!(
         cmd.status().expect("cargo build").success(),
         "building the examples failed"
     );
-    let target =
-        std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| root.join("target"), PathBuf::from);
-    target.join("release").join("examples")
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map_or_else(|| root.join("target"), |p| root.join(PathBuf::from(p)));
+    let profile = if release { "release" } else { "debug" };
+    let driver = target.join(profile).join("executa");
+    Bins {
+        dir: target.join(profile).join("examples"),
+        profile,
+        driver: driver.exists().then_some(driver),
+    }
 }
 
-fn main() {
-    common::print_machine(
-        "cargo bench --bench roundtrip   (pinned: taskset -c 0 cargo bench --bench roundtrip)",
-    );
-    let serial: u64 = std::env::var("EXECUTA_BENCH_N")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(20_000);
-    let pipelined = serial * 5;
-    let dir = build(&["everything", "bench_baseline"]);
-    let path = |name: &str| dir.join(name).to_string_lossy().into_owned();
+fn subjects(bins: &Bins) -> Vec<Subject> {
+    let path = |name: &str| bins.dir.join(name).to_string_lossy().into_owned();
     let mut subjects = vec![
         Subject {
-            name: "baseline: 1-thread loop, no runtime",
-            cmd: vec![path("bench_baseline")],
+            name: "executa (everything)",
+            cmd: vec![path("everything")],
+            echoes: true,
         },
         Subject {
-            name: "executa (everything example)",
-            cmd: vec![path("everything")],
+            name: "bare 1-thread loop",
+            cmd: vec![path("bench_baseline")],
+            echoes: false,
+        },
+        Subject {
+            name: "one-hop probe",
+            cmd: vec![path("bench_onehop")],
+            echoes: true,
         },
     ];
-    // The platform's Python quickstart style (`for line in sys.stdin`), when python3 exists.
-    let quickstart = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/quickstart.py");
-    if Command::new("python3")
-        .arg("--version")
-        .output()
-        .is_ok_and(|o| o.status.success())
-    {
+    let quickstart = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/quickstart.py");
+    if works(Command::new("python3").arg("--version")) {
         subjects.push(Subject {
-            name: "python quickstart-style plugin",
+            name: "python quickstart loop",
             cmd: vec!["python3".into(), quickstart.to_string_lossy().into_owned()],
+            echoes: true,
         });
+    } else {
+        eprintln!("python3 not found: the Python subject is skipped");
     }
-    println!(
-        "serial round trips: {serial} (after {} warm-up); pipelined: {pipelined} invokes of `echo {{\"text\":\"hi\"}}`",
-        serial / 10
-    );
-    println!();
-    println!(
-        "{:<38} {:>9} {:>9} {:>9} {:>12} {:>10} {:>8}",
-        "subject", "p50 us", "p90 us", "p99 us", "pipelined/s", "idle RSS", "threads"
-    );
-    let mut base: Option<Figures> = None;
-    for s in &subjects {
-        let f = measure(s, serial, pipelined);
-        println!(
-            "{:<38} {:>9.1} {:>9.1} {:>9.1} {:>12.0} {:>10} {:>8}",
-            s.name,
-            common::micros(f.rtt.p50),
-            common::micros(f.rtt.p90),
-            common::micros(f.rtt.p99),
-            f.per_sec,
-            f.rss,
-            f.threads
-        );
-        match &base {
-            None => base = Some(f),
-            Some(b) => println!(
-                "{:<38} p50 {:.2}x the baseline; pipelined {:.2}x the baseline's rate",
-                "",
-                f.rtt.p50.as_secs_f64() / b.rtt.p50.as_secs_f64(),
-                f.per_sec / b.per_sec
-            ),
+    subjects
+}
+
+/// Pinned placements need `taskset` and cpus 0 and 1; free-floating always runs.
+fn placements(all_cpus: &[usize]) -> Vec<Placement> {
+    let taskset = works(Command::new("taskset").args(["-c", "0", "true"]));
+    let mut out = Vec::new();
+    if taskset && all_cpus.contains(&0) {
+        out.push(Placement::Pinned);
+        if all_cpus.contains(&1) {
+            out.push(Placement::CrossCore);
         }
+    } else {
+        eprintln!("taskset or cpu 0 unavailable: only the free-floating placement runs");
     }
+    out.push(Placement::Free);
+    // `EXECUTA_BENCH_PLACEMENTS=pinned,free` keeps only the named placements.
+    if let Ok(keep) = std::env::var("EXECUTA_BENCH_PLACEMENTS") {
+        out.retain(|p| keep.split(',').any(|k| k.trim() == p.short()));
+    }
+    out
+}
+
+fn works(cmd: &mut Command) -> bool {
+    cmd.output().is_ok_and(|o| o.status.success())
 }

@@ -96,3 +96,66 @@ pub(crate) fn usable_cpus() -> usize {
 pub(crate) fn usable_cpus() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())
 }
+
+/// The CPUs the calling thread may run on (its affinity mask), in ascending order.
+#[cfg(all(feature = "host", target_os = "linux"))]
+pub(crate) fn thread_affinity() -> io::Result<Vec<usize>> {
+    // SAFETY: `cpu_set_t` is plain old data, so all-zero is a valid value, and
+    // sched_getaffinity writes at most `size_of::<cpu_set_t>()` bytes into it.
+    let set = unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        set
+    };
+    let max = 8 * std::mem::size_of::<libc::cpu_set_t>();
+    // SAFETY: CPU_ISSET reads one bit of a valid set; `cpu` is below its size in bits.
+    Ok((0..max)
+        .filter(|&cpu| unsafe { libc::CPU_ISSET(cpu, &set) })
+        .collect())
+}
+
+/// Restricts the calling thread (and threads it starts afterwards) to `cpus`.
+#[cfg(all(feature = "host", target_os = "linux"))]
+pub(crate) fn set_thread_affinity(cpus: &[usize]) -> io::Result<()> {
+    let max = 8 * std::mem::size_of::<libc::cpu_set_t>();
+    if cpus.is_empty() || cpus.iter().any(|&c| c >= max) {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("a CPU set needs 1 to {max} CPUs numbered below {max}"),
+        ));
+    }
+    // SAFETY: `cpu_set_t` is plain old data; CPU_SET writes one bit below its size (checked
+    // above); sched_setaffinity reads `size_of::<cpu_set_t>()` bytes of a valid set.
+    let rc = unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        for &cpu in cpus {
+            libc::CPU_SET(cpu, &mut set);
+        }
+        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set)
+    };
+    if rc < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(())
+    }
+}
+
+/// CPU affinity is Linux-only here.
+#[cfg(all(feature = "host", not(target_os = "linux")))]
+pub(crate) fn thread_affinity() -> io::Result<Vec<usize>> {
+    Err(io::Error::new(
+        io::ErrorKind::Unsupported,
+        "CPU affinity needs Linux",
+    ))
+}
+
+/// CPU affinity is Linux-only here.
+#[cfg(all(feature = "host", not(target_os = "linux")))]
+pub(crate) fn set_thread_affinity(_cpus: &[usize]) -> io::Result<()> {
+    Err(io::Error::new(
+        io::ErrorKind::Unsupported,
+        "CPU affinity needs Linux",
+    ))
+}

@@ -2,6 +2,8 @@
 
 #![allow(dead_code)]
 
+pub mod procfs;
+
 use std::time::Duration;
 
 /// Prints what the numbers were measured on, so a result is never read without context.
@@ -55,4 +57,18 @@ pub fn micros(d: Duration) -> f64 {
 pub fn median(mut xs: Vec<f64>) -> f64 {
     xs.sort_by(|a, b| a.total_cmp(b));
     xs[xs.len() / 2]
+}
+
+/// Whether the bench runs in smoke mode (`EXECUTA_BENCH_SMOKE=1`): tiny counts, replies
+/// checked, nothing timed or judged by time.
+pub fn smoke() -> bool {
+    std::env::var("EXECUTA_BENCH_SMOKE").is_ok_and(|v| !v.is_empty() && v != "0")
+}
+
+/// A count from the environment variable `name`, else `full`, or `tiny` in smoke mode.
+pub fn count(name: &str, full: u64, tiny: u64) -> u64 {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(if smoke() { tiny } else { full })
 }

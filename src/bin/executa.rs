@@ -14,6 +14,10 @@
 // A binary's root looks for modules beside itself; ours live in `executa/`.
 #[path = "executa/bench.rs"]
 mod bench;
+#[path = "executa/bench_driver.rs"]
+mod bench_driver;
+#[path = "executa/bench_scan.rs"]
+mod bench_scan;
 #[path = "executa/call.rs"]
 mod call;
 #[path = "executa/check.rs"]

@@ -36,6 +36,7 @@
 //! Credentials and tokens ([`Secret`](crate::Secret)) reach the plugin in each invoke's `context` and
 //! nowhere else: never a log line, never a `Debug` output, never the environment.
 
+mod affinity;
 mod backends;
 mod calls;
 pub mod check;
@@ -63,6 +64,7 @@ mod writer;
 pub use self::core::{HostState, HostStatus};
 /// The manifest lint, shared with the plugin runtime (which runs it at start-up).
 pub use crate::lint;
+pub use affinity::{cpu_affinity, set_cpu_affinity};
 pub use backends::{MAX_ENTRIES, MAX_VALUE_BYTES, MemoryStorage, ScriptedSampling};
 pub use client::Host;
 pub use command::PluginCommand;

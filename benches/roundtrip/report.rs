@@ -1,0 +1,231 @@
+//! The round-trip bench's output: the plan, per-placement tables of medians, the ratios
+//! issue 9 asks for, and the chart's data.
+
+use crate::chart::{self, Panel};
+use crate::common::median;
+use crate::{Bins, Cell, Counts, HostPair, Placement, Subject};
+
+pub fn print_plan(counts: &Counts, subjects: &[Subject], placements: &[Placement], bins: &Bins) {
+    println!(
+        "rounds: {} (interleaved: each round visits every placement, and every subject in it)",
+        counts.rounds
+    );
+    println!(
+        "per round and subject: {} serial `echo` round trips (after {} warm-up), {} pipelined with {} in flight",
+        counts.serial,
+        counts.serial / 10 + 1,
+        counts.pipelined,
+        counts.in_flight
+    );
+    println!(
+        "free-floating only: {} paced requests every 0.5 ms, {} every 5 ms, {} ms idle, then a {}-invoke flood for peak RSS",
+        counts.paced,
+        counts.paced_slow,
+        counts.idle.as_millis(),
+        counts.flood
+    );
+    println!(
+        "host-driven pair: {} serial `echo` and `sample` invokes through executa::host, alternating",
+        counts.host_calls
+    );
+    println!(
+        "placements: {}",
+        placements
+            .iter()
+            .map(|p| p.label())
+            .collect::<Vec<_>>()
+            .join("; ")
+    );
+    println!("binaries: {} profile, {}", bins.profile, bins.dir.display());
+    for s in subjects {
+        println!("  {:<24} {}", s.name, s.cmd.join(" "));
+    }
+}
+
+fn med(xs: &[f64]) -> Option<f64> {
+    (!xs.is_empty()).then(|| median(xs.to_vec()))
+}
+
+fn range(xs: &[f64]) -> String {
+    let lo = xs.iter().copied().fold(f64::INFINITY, f64::min);
+    let hi = xs.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    if xs.is_empty() {
+        "-".into()
+    } else {
+        format!("{lo:.1}-{hi:.1}")
+    }
+}
+
+fn opt(v: Option<f64>, digits: usize) -> String {
+    v.map_or_else(|| "-".into(), |v| format!("{v:.digits$}"))
+}
+
+pub fn print(
+    subjects: &[Subject],
+    placements: &[Placement],
+    grid: &[Vec<Cell>],
+    host_pairs: &[HostPair],
+) {
+    for (p, placement) in placements.iter().enumerate() {
+        println!("\n{} — medians over rounds", placement.label());
+        println!(
+            "{:<24} {:>8} {:>8} {:>13} {:>12} {:>8} {:>9}",
+            "subject", "p50 us", "p90 us", "p50 range", "pipelined/s", "threads", "RSS kB"
+        );
+        for (s, subject) in subjects.iter().enumerate() {
+            let c = &grid[p][s];
+            println!(
+                "{:<24} {:>8} {:>8} {:>13} {:>12} {:>8} {:>9}",
+                subject.name,
+                opt(med(&c.p50), 1),
+                opt(med(&c.p90), 1),
+                range(&c.p50),
+                opt(med(&c.rate), 0),
+                opt(med(&c.threads), 0),
+                opt(med(&c.rss_kb), 0),
+            );
+        }
+        for (s, subject) in subjects.iter().enumerate() {
+            if let Some(rate) = med(&grid[p][s].driver_rate) {
+                println!(
+                    "{:<24} {:>8} {:>8} {:>13} {:>12.0}   (`executa bench --concurrency 64` against {})",
+                    "executa bench driver", "", "", "", rate, subject.name
+                );
+            }
+        }
+    }
+    print_cpu(subjects, placements, grid);
+    print_ratios(subjects, placements, grid, host_pairs);
+}
+
+fn print_cpu(subjects: &[Subject], placements: &[Placement], grid: &[Vec<Cell>]) {
+    let Some(p) = placements.iter().position(|&p| p == Placement::Free) else {
+        return;
+    };
+    println!("\nCPU and memory, free-floating — medians over rounds");
+    println!(
+        "{:<24} {:>20} {:>20} {:>12} {:>14}",
+        "subject", "CPU us/req @0.5ms", "CPU us/req @5ms", "idle us/s", "peak RSS kB"
+    );
+    println!(
+        "{:<24} {:>20} {:>20}",
+        "", "(stat | schedstat)", "(stat | schedstat)"
+    );
+    for (s, subject) in subjects.iter().enumerate() {
+        let c = &grid[p][s];
+        let pair = |xs: &[(f64, f64)]| {
+            let a: Vec<f64> = xs.iter().map(|x| x.0).collect();
+            let b: Vec<f64> = xs.iter().map(|x| x.1).collect();
+            format!("{} | {}", opt(med(&a), 1), opt(med(&b), 1))
+        };
+        println!(
+            "{:<24} {:>20} {:>20} {:>12} {:>14}",
+            subject.name,
+            pair(&c.cpu_fast),
+            pair(&c.cpu_slow),
+            opt(med(&c.idle_us_per_s), 0),
+            opt(med(&c.hwm_kb), 0),
+        );
+    }
+}
+
+/// Median over rounds of the per-round ratio `f(a) / f(b)`.
+fn ratio(a: &[f64], b: &[f64]) -> Option<f64> {
+    let per_round: Vec<f64> = a.iter().zip(b).map(|(x, y)| x / y).collect();
+    med(&per_round)
+}
+
+fn print_ratios(
+    subjects: &[Subject],
+    placements: &[Placement],
+    grid: &[Vec<Cell>],
+    host_pairs: &[HostPair],
+) {
+    println!("\nratios (median over rounds of each round's ratio)");
+    let find = |name: &str| subjects.iter().position(|s| s.name.starts_with(name));
+    let (bare, probe, python) = (find("bare"), find("one-hop"), find("python"));
+    for (p, placement) in placements.iter().enumerate() {
+        let row = &grid[p];
+        let e = &row[0];
+        let mut parts = Vec::new();
+        let mut add = |label: &str, v: Option<f64>| {
+            if let Some(v) = v {
+                parts.push(format!("{label} {v:.2}x"));
+            }
+        };
+        if let Some(i) = probe {
+            add("p50 executa/one-hop", ratio(&e.p50, &row[i].p50));
+        }
+        if let Some(i) = bare {
+            add("p50 executa/bare", ratio(&e.p50, &row[i].p50));
+            add("pipelined executa/bare", ratio(&e.rate, &row[i].rate));
+        }
+        if let Some(i) = python {
+            add("pipelined executa/python", ratio(&e.rate, &row[i].rate));
+        }
+        add("executa bench/this client", ratio(&e.driver_rate, &e.rate));
+        if let Some(i) = bare {
+            add("(against bare)", ratio(&row[i].driver_rate, &row[i].rate));
+        }
+        println!("  {:<11} {}", placement.short(), parts.join(", "));
+    }
+    if let Some(p) = placements.iter().position(|&p| p == Placement::Free) {
+        let sched = |xs: &[(f64, f64)]| xs.iter().map(|x| x.1).collect::<Vec<f64>>();
+        for (label, pick) in [("CPU/req @0.5ms", 0usize), ("CPU/req @5ms", 1usize)] {
+            let of = |c: &Cell| sched(if pick == 0 { &c.cpu_fast } else { &c.cpu_slow });
+            let e = of(&grid[p][0]);
+            let parts: Vec<String> = subjects
+                .iter()
+                .enumerate()
+                .skip(1)
+                .filter_map(|(s, subj)| {
+                    ratio(&e, &of(&grid[p][s])).map(|r| format!("executa/{} {r:.1}x", subj.name))
+                })
+                .collect();
+            println!("  free {label} (schedstat): {}", parts.join(", "));
+        }
+    }
+    for (p, placement) in placements.iter().enumerate() {
+        let h = &host_pairs[p];
+        println!(
+            "  {:<11} executa::host: echo p50 {} us, sample p50 {} us, sample/echo {}x",
+            placement.short(),
+            opt(med(&h.echo), 1),
+            opt(med(&h.sample), 1),
+            opt(ratio(&h.sample, &h.echo), 2)
+        );
+    }
+}
+
+/// The chart of round-trip p50 and pipelined throughput, from this run's medians.
+pub fn chart(subjects: &[Subject], placements: &[Placement], grid: &[Vec<Cell>]) -> String {
+    let names: Vec<&str> = subjects.iter().map(|s| s.name).collect();
+    let panel = |title, unit, pick: fn(&Cell) -> &Vec<f64>, scale: f64| Panel {
+        title,
+        unit,
+        groups: placements
+            .iter()
+            .enumerate()
+            .map(|(p, placement)| {
+                let values = grid[p]
+                    .iter()
+                    .map(|c| med(pick(c)).map(|v| v * scale))
+                    .collect();
+                (placement.short(), values)
+            })
+            .collect(),
+    };
+    chart::render(
+        "executa echo round trip against baselines (cargo bench --bench roundtrip, medians)",
+        &names,
+        &[
+            panel("round trip p50", "µs, lower is better", |c| &c.p50, 1.0),
+            panel(
+                "pipelined, 64 in flight",
+                "k invokes/s, higher is better",
+                |c| &c.rate,
+                1e-3,
+            ),
+        ],
+    )
+}

@@ -1,0 +1,648 @@
+//! `executa bench`'s load generator: talks to the plugin's pipes directly. One thread
+//! writes invokes (at most N unanswered), one thread reads replies, matches them to their
+//! request by id and answers the plugin's reverse calls with the in-memory development
+//! backends. With one in flight a single thread does both, so a round trip pays no hand-off
+//! of the driver's own.
+
+use std::io::{BufRead, BufReader, BufWriter, Write};
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{Sender, bounded};
+use executa::host::{MemoryStorage, ReverseCall, ScriptedSampling, Service};
+use executa::wire::{self, Message};
+use executa::{Id, Manifest, RpcError};
+use serde::Deserialize;
+use serde_json::value::{RawValue, to_raw_value};
+use serde_json::{Value, json};
+
+use crate::bench_scan;
+
+/// A plugin to drive: its command line and the CPU to pin it to.
+pub struct Target {
+    pub argv: Vec<String>,
+    pub pin: Option<usize>,
+}
+
+impl Target {
+    pub fn label(&self) -> String {
+        self.argv.join(" ")
+    }
+}
+
+/// What one timed run measured.
+#[derive(Default)]
+pub struct Run {
+    pub latencies: Vec<Duration>,
+    pub errors: usize,
+    pub first_error: Option<String>,
+    pub elapsed: Duration,
+}
+
+/// The invokes of one run: frames `{"jsonrpc":"2.0","id":N,"method":"invoke",...}`.
+pub struct Load<'a> {
+    pub tool: &'a str,
+    pub arguments: &'a Value,
+    pub count: usize,
+    pub in_flight: usize,
+    /// A reply that stalls this long ends the run (the plugin is killed).
+    pub stall: Duration,
+    pub progress: bool,
+}
+
+/// A started plugin, initialized, with its manifest.
+pub struct Session {
+    child: Child,
+    stdin: BufWriter<ChildStdin>,
+    stdout: BufReader<ChildStdout>,
+    services: Vec<Arc<dyn Service>>,
+    next_id: u64,
+    pub manifest: Manifest,
+}
+
+impl Session {
+    /// Spawns `target` (under `taskset -c CPU` when pinned), sends `initialize` (v2, with
+    /// the sampling capability) and `describe`, each bounded by its timeout.
+    pub fn start(
+        target: &Target,
+        quiet: bool,
+        init_timeout: Duration,
+        describe_timeout: Duration,
+    ) -> Result<Session, String> {
+        let mut argv: Vec<String> = Vec::new();
+        if let Some(cpu) = target.pin {
+            argv.extend(["taskset".into(), "-c".into(), cpu.to_string()]);
+        }
+        argv.extend(target.argv.iter().cloned());
+        let mut child = Command::new(&argv[0])
+            .args(&argv[1..])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(if quiet {
+                Stdio::null()
+            } else {
+                Stdio::inherit()
+            })
+            .spawn()
+            .map_err(|e| format!("cannot start `{}`: {e}", argv.join(" ")))?;
+        let (Some(stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) else {
+            return Err("the plugin's pipes are missing".into());
+        };
+        let mut session = Session {
+            child,
+            stdin: BufWriter::with_capacity(64 * 1024, stdin),
+            stdout: BufReader::with_capacity(64 * 1024, stdout),
+            services: vec![
+                Arc::new(MemoryStorage::new()),
+                Arc::new(ScriptedSampling::echo()),
+            ],
+            next_id: 0,
+            manifest: Manifest::default(),
+        };
+        let init = json!({
+            "protocolVersion": "2.0",
+            "clientInfo": { "name": "executa-bench", "version": env!("CARGO_PKG_VERSION") },
+            "capabilities": {
+                "sampling": { "modalities": ["text"], "maxTokensPerCall": 8192, "maxCallsPerInvoke": 8 }
+            }
+        });
+        // A 1.1 plugin answers -32601; the run goes on either way.
+        let _ = session.request("initialize", &init, init_timeout);
+        let manifest = session
+            .request("describe", &json!({}), describe_timeout)?
+            .map_err(|e| format!("describe failed: {}", e.get()))?;
+        session.manifest = serde_json::from_str(manifest.get())
+            .map_err(|e| format!("unreadable manifest: {e}"))?;
+        Ok(session)
+    }
+
+    /// One request; its result (or error object), or why there is none.
+    fn request(
+        &mut self,
+        method: &str,
+        params: &Value,
+        timeout: Duration,
+    ) -> Result<Result<Box<RawValue>, Box<RawValue>>, String> {
+        let id = self.next_id;
+        self.next_id += 1;
+        let mut frame = Vec::with_capacity(256);
+        wire::write_request(&mut frame, Some(Id::number(id).as_raw()), method, params);
+        write_all(&mut self.stdin, &frame)?;
+        flush(&mut self.stdin)?;
+        let (child, stdin, stdout, services) = self.parts();
+        let quiet = AtomicUsize::new(0);
+        let answer = with_watchdog(child, timeout, &quiet, None, || {
+            let mut line = Vec::with_capacity(4096);
+            loop {
+                read_line(stdout, &mut line)?;
+                match wire::parse(&line) {
+                    Message::Response { id: got, outcome } if got.get() == id.to_string() => {
+                        return Ok(match outcome {
+                            Ok(r) => Ok(r.to_owned()),
+                            Err(e) => Err(e.to_owned()),
+                        });
+                    }
+                    Message::Request {
+                        id: Some(rid),
+                        method,
+                        params,
+                    } => {
+                        let reply = answer_reverse(services, rid, &method, params);
+                        write_all(stdin, &reply)?;
+                        flush(stdin)?;
+                    }
+                    _ => {}
+                }
+            }
+        });
+        answer.map_err(|e| format!("{method}: {e}"))
+    }
+
+    /// Runs `load.count` invokes, keeping `load.in_flight` unanswered.
+    pub fn run(&mut self, load: &Load) -> Result<Run, String> {
+        let first = self.next_id;
+        self.next_id += load.count as u64;
+        let mut requests = Requests::new(load, first)?;
+        let done = AtomicUsize::new(0);
+        let mut tally = Tally::new(&requests);
+        let (child, stdin, stdout, services) = self.parts();
+        let start = requests.t0;
+        let outcome = if load.in_flight <= 1 {
+            with_watchdog(child, load.stall, &done, shown(load), || {
+                let mut feed = Inline {
+                    out: stdin,
+                    requests: &mut requests,
+                };
+                feed.credits(1)?;
+                read_replies(stdout, services, &mut tally, &mut feed, &done)
+            })
+        } else {
+            pipelined(
+                child,
+                stdin,
+                stdout,
+                services,
+                &mut requests,
+                &mut tally,
+                load,
+                &done,
+            )
+        };
+        outcome?;
+        Ok(tally.finish(start.elapsed()))
+    }
+
+    /// The fields the reading and writing sides borrow separately.
+    fn parts(&mut self) -> Parts<'_> {
+        (
+            &mut self.child,
+            &mut self.stdin,
+            &mut self.stdout,
+            &self.services,
+        )
+    }
+
+    /// Closes the plugin's stdin and waits for it to exit (at most 5 s, then kills it).
+    pub fn close(mut self) {
+        let _ = self.stdin.flush();
+        drop(self.stdin);
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+type Parts<'a> = (
+    &'a mut Child,
+    &'a mut BufWriter<ChildStdin>,
+    &'a mut BufReader<ChildStdout>,
+    &'a [Arc<dyn Service>],
+);
+
+/// The writer thread takes credits and reverse-call answers from the reader.
+enum ToWriter {
+    Credits(usize),
+    Frame(Vec<u8>),
+}
+
+#[allow(clippy::too_many_arguments)]
+fn pipelined(
+    child: &mut Child,
+    stdin: &mut BufWriter<ChildStdin>,
+    stdout: &mut BufReader<ChildStdout>,
+    services: &[Arc<dyn Service>],
+    requests: &mut Requests,
+    tally: &mut Tally,
+    load: &Load,
+    done: &AtomicUsize,
+) -> Result<(), String> {
+    // Credits in flight never exceed `in_flight`; reverse answers at most one per invoke
+    // in flight per reverse call, so this bound is never what blocks the reader.
+    let (tx, rx) = bounded::<ToWriter>(4 * load.in_flight + 64);
+    std::thread::scope(|s| {
+        let writer = s.spawn(move || -> Result<(), String> {
+            let mut credits = load.in_flight;
+            loop {
+                while let Ok(m) = rx.try_recv() {
+                    credits += apply(m, stdin)?;
+                }
+                if credits > 0 && requests.write_next(stdin)? {
+                    credits -= 1;
+                    continue;
+                }
+                flush(stdin)?;
+                // The reader drops its sender when every reply is in (or it failed).
+                match rx.recv() {
+                    Ok(m) => credits += apply(m, stdin)?,
+                    Err(_) => return Ok(()),
+                }
+            }
+        });
+        let read = with_watchdog(child, load.stall, done, shown(load), || {
+            let mut feed = Channel(tx);
+            read_replies(stdout, services, tally, &mut feed, done)
+        });
+        let wrote = writer
+            .join()
+            .map_err(|_| "the writer thread panicked".to_owned())?;
+        read.and(wrote)
+    })
+}
+
+/// Applies one message on the writer thread; returns the credits it adds.
+fn apply(m: ToWriter, out: &mut BufWriter<ChildStdin>) -> Result<usize, String> {
+    match m {
+        ToWriter::Credits(n) => Ok(n),
+        ToWriter::Frame(f) => write_all(out, &f).map(|()| 0),
+    }
+}
+
+/// Where the reader sends credits (one per reply, handed over in a batch just before the
+/// reader would block on a read) and reverse-call answers.
+trait Feed {
+    fn credits(&mut self, n: usize) -> Result<(), String>;
+    fn frame(&mut self, frame: Vec<u8>) -> Result<(), String>;
+}
+
+/// One in flight: the reading thread writes too.
+struct Inline<'a> {
+    out: &'a mut BufWriter<ChildStdin>,
+    requests: &'a mut Requests,
+}
+
+impl Feed for Inline<'_> {
+    fn credits(&mut self, n: usize) -> Result<(), String> {
+        let mut wrote = false;
+        for _ in 0..n {
+            wrote |= self.requests.write_next(self.out)?;
+        }
+        if wrote {
+            flush(self.out)?;
+        }
+        Ok(())
+    }
+    fn frame(&mut self, frame: Vec<u8>) -> Result<(), String> {
+        write_all(self.out, &frame)?;
+        flush(self.out)
+    }
+}
+
+struct Channel(Sender<ToWriter>);
+
+impl Feed for Channel {
+    fn credits(&mut self, n: usize) -> Result<(), String> {
+        self.0
+            .send(ToWriter::Credits(n))
+            .map_err(|_| "the writer thread stopped".to_owned())
+    }
+    fn frame(&mut self, frame: Vec<u8>) -> Result<(), String> {
+        self.0
+            .send(ToWriter::Frame(frame))
+            .map_err(|_| "the writer thread stopped".to_owned())
+    }
+}
+
+/// Renders invoke frames into one reused buffer and stamps their send times.
+struct Requests {
+    head: Vec<u8>,
+    tail: Vec<u8>,
+    buf: Vec<u8>,
+    first: u64,
+    count: usize,
+    sent: usize,
+    t0: Instant,
+    starts: Arc<[AtomicU64]>,
+}
+
+impl Requests {
+    fn new(load: &Load, first: u64) -> Result<Requests, String> {
+        let tool = serde_json::to_string(load.tool).map_err(|e| e.to_string())?;
+        let args = serde_json::to_string(load.arguments).map_err(|e| e.to_string())?;
+        Ok(Requests {
+            head: b"{\"jsonrpc\":\"2.0\",\"id\":".to_vec(),
+            tail: format!(
+                ",\"method\":\"invoke\",\"params\":{{\"tool\":{tool},\"arguments\":{args},\"context\":{{\"invoke_id\":\"bench-"
+            )
+            .into_bytes(),
+            buf: Vec::with_capacity(1024),
+            first,
+            count: load.count,
+            sent: 0,
+            t0: Instant::now(),
+            starts: (0..load.count).map(|_| AtomicU64::new(0)).collect(),
+        })
+    }
+
+    /// Writes the next invoke (unflushed); `false` when all are sent.
+    fn write_next(&mut self, out: &mut impl Write) -> Result<bool, String> {
+        if self.sent == self.count {
+            return Ok(false);
+        }
+        let id = self.first + self.sent as u64;
+        self.buf.clear();
+        self.buf.extend_from_slice(&self.head);
+        push_u64(&mut self.buf, id);
+        self.buf.extend_from_slice(&self.tail);
+        push_u64(&mut self.buf, id);
+        self.buf.extend_from_slice(b"\"}}}\n");
+        let since = self.t0.elapsed().as_nanos() as u64;
+        self.starts[self.sent].store(since, Ordering::Relaxed);
+        self.sent += 1;
+        write_all(out, &self.buf)?;
+        Ok(true)
+    }
+}
+
+/// Replies as they come in: latency per request, errors, which ids were answered.
+struct Tally {
+    first: u64,
+    answered: Vec<bool>,
+    left: usize,
+    latencies: Vec<Duration>,
+    errors: usize,
+    first_error: Option<String>,
+    starts: Arc<[AtomicU64]>,
+    t0: Instant,
+}
+
+#[derive(Deserialize)]
+struct Envelope<'a> {
+    success: bool,
+    #[serde(borrow, default)]
+    error: Option<&'a RawValue>,
+}
+
+impl Tally {
+    fn new(requests: &Requests) -> Tally {
+        Tally {
+            first: requests.first,
+            answered: vec![false; requests.count],
+            left: requests.count,
+            latencies: Vec::with_capacity(requests.count),
+            errors: 0,
+            first_error: None,
+            starts: requests.starts.clone(),
+            t0: requests.t0,
+        }
+    }
+
+    /// Records the reply to `id`; `false` when it answers none of this run's requests
+    /// (or one already answered).
+    fn answered(&mut self, id: u64, arrived: Instant) -> bool {
+        let Some(slot) = id
+            .checked_sub(self.first)
+            .and_then(|n| usize::try_from(n).ok())
+            .filter(|&n| n < self.answered.len() && !self.answered[n])
+        else {
+            return false;
+        };
+        self.answered[slot] = true;
+        self.left -= 1;
+        let sent = Duration::from_nanos(self.starts[slot].load(Ordering::Relaxed));
+        let at = arrived.saturating_duration_since(self.t0);
+        self.latencies.push(at.saturating_sub(sent));
+        true
+    }
+
+    /// Records a reply the fast scan left to the full parser, with its failure if any.
+    fn record(
+        &mut self,
+        id: &RawValue,
+        outcome: Result<&RawValue, &RawValue>,
+        arrived: Instant,
+    ) -> bool {
+        if !id.get().parse().is_ok_and(|n| self.answered(n, arrived)) {
+            return false;
+        }
+        let failure = match outcome {
+            Ok(result) => match serde_json::from_str::<Envelope>(result.get()) {
+                Ok(e) if e.success => None,
+                Ok(e) => Some(format!(
+                    "success:false: {}",
+                    e.error.map_or("", RawValue::get)
+                )),
+                Err(e) => Some(format!("not an invoke result ({e}): {}", result.get())),
+            },
+            Err(error) => Some(format!("error frame: {}", error.get())),
+        };
+        if let Some(f) = failure {
+            self.errors += 1;
+            self.first_error.get_or_insert(f);
+        }
+        true
+    }
+
+    fn finish(self, elapsed: Duration) -> Run {
+        Run {
+            latencies: self.latencies,
+            errors: self.errors,
+            first_error: self.first_error,
+            elapsed,
+        }
+    }
+}
+
+/// Reads until every request of the run is answered, answering reverse calls on the way.
+fn read_replies(
+    stdout: &mut BufReader<ChildStdout>,
+    services: &[Arc<dyn Service>],
+    tally: &mut Tally,
+    feed: &mut dyn Feed,
+    done: &AtomicUsize,
+) -> Result<(), String> {
+    let mut line = Vec::with_capacity(4096);
+    let mut arrived = Instant::now();
+    let mut owed = 0;
+    while tally.left > 0 {
+        // A reply arrives when the read that brought it returns: one clock read per read
+        // call, not per line. Credits go back in one message per read, not per reply:
+        // fewer wake-ups of the writer, which then writes and flushes them as one batch.
+        let refill = stdout.buffer().is_empty();
+        // No complete line buffered: the next read may block (it stops at the first '\n').
+        if owed > 0 && !stdout.buffer().contains(&b'\n') {
+            feed.credits(owed)?;
+            owed = 0;
+        }
+        read_line(stdout, &mut line)?;
+        if refill {
+            arrived = Instant::now();
+        }
+        if let Some(id) = bench_scan::success_id(&line) {
+            if tally.answered(id, arrived) {
+                done.fetch_add(1, Ordering::Relaxed);
+                owed += 1;
+            }
+            continue;
+        }
+        match wire::parse(&line) {
+            Message::Response { id, outcome } if tally.record(id, outcome, arrived) => {
+                done.fetch_add(1, Ordering::Relaxed);
+                owed += 1;
+            }
+            Message::Request {
+                id: Some(id),
+                method,
+                params,
+            } => feed.frame(answer_reverse(services, id, &method, params))?,
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+/// The reply frame to one reverse call, from the first service that handles its method.
+fn answer_reverse(
+    services: &[Arc<dyn Service>],
+    id: &RawValue,
+    method: &str,
+    params: Option<&RawValue>,
+) -> Vec<u8> {
+    let mut params: Value = params
+        .and_then(|p| serde_json::from_str(p.get()).ok())
+        .unwrap_or_else(|| json!({}));
+    let (context, timeout) = match params.as_object_mut() {
+        Some(map) => (map.remove("context"), map.remove("_clientTimeoutS")),
+        None => (None, None),
+    };
+    let call = ReverseCall {
+        method: method.to_owned(),
+        params,
+        invoke_id: context
+            .as_ref()
+            .and_then(|c| c.get("invoke_id"))
+            .and_then(Value::as_str)
+            .map(str::to_owned),
+        client_timeout: timeout
+            .as_ref()
+            .and_then(Value::as_f64)
+            .and_then(|s| Duration::try_from_secs_f64(s).ok()),
+        id: Id::from_raw(id),
+    };
+    let answer = match services.iter().find(|s| s.handles(method)) {
+        Some(s) => s.call(&call),
+        None => Err(RpcError::new(
+            -32601,
+            format!("executa bench answers no `{method}`"),
+        )),
+    };
+    let mut frame = Vec::with_capacity(256);
+    match answer.and_then(|v| to_raw_value(&v).map_err(|e| RpcError::new(-32603, e.to_string()))) {
+        Ok(raw) => wire::write_response(&mut frame, id, &raw),
+        Err(e) => wire::write_error(&mut frame, id, &e),
+    }
+    frame
+}
+
+/// The total the progress line counts to, when it is shown.
+fn shown(load: &Load) -> Option<usize> {
+    load.progress.then_some(load.count)
+}
+
+/// Runs `work` on this thread while a second thread redraws the progress line (when
+/// asked) and kills the plugin if `work` has not finished and `done` has not moved for
+/// `stall`: the kill closes the plugin's stdout, so a blocked read returns.
+fn with_watchdog<T>(
+    child: &mut Child,
+    stall: Duration,
+    done: &AtomicUsize,
+    progress: Option<usize>,
+    work: impl FnOnce() -> Result<T, String>,
+) -> Result<T, String> {
+    let finished = AtomicBool::new(false);
+    let killed = AtomicBool::new(false);
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            let mut last = (usize::MAX, Instant::now());
+            let mut err = std::io::stderr();
+            while !finished.load(Ordering::Acquire) {
+                let n = done.load(Ordering::Relaxed);
+                if let Some(total) = progress {
+                    let _ = write!(err, "\rbench: {n}/{total} ({}%)", n * 100 / total.max(1));
+                    let _ = err.flush();
+                }
+                if n != last.0 {
+                    last = (n, Instant::now());
+                } else if last.1.elapsed() >= stall {
+                    killed.store(true, Ordering::Release);
+                    let _ = child.kill();
+                    return;
+                }
+                // A bounded nap: the loop ends at most 20 ms after `work` does.
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            if let Some(total) = progress {
+                let _ = writeln!(err, "\rbench: {total}/{total} (100%)");
+            }
+        });
+        let out = work();
+        finished.store(true, Ordering::Release);
+        match out {
+            Err(e) if killed.load(Ordering::Acquire) => Err(format!(
+                "no reply for {:.1} s, the plugin was stopped ({e})",
+                stall.as_secs_f64()
+            )),
+            other => other,
+        }
+    })
+}
+
+/// Appends `n` in decimal (`write!` costs more at the binary's opt-level "z").
+fn push_u64(buf: &mut Vec<u8>, mut n: u64) {
+    let mut digits = [0u8; 20];
+    let mut at = digits.len();
+    loop {
+        at -= 1;
+        digits[at] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    buf.extend_from_slice(&digits[at..]);
+}
+
+fn read_line(r: &mut BufReader<ChildStdout>, line: &mut Vec<u8>) -> Result<(), String> {
+    line.clear();
+    match r.read_until(b'\n', line) {
+        Ok(0) => Err("the plugin closed its stdout".into()),
+        Ok(_) => Ok(()),
+        Err(e) => Err(format!("reading the plugin's stdout: {e}")),
+    }
+}
+
+fn write_all(w: &mut impl Write, bytes: &[u8]) -> Result<(), String> {
+    w.write_all(bytes)
+        .map_err(|e| format!("writing to the plugin: {e}"))
+}
+
+fn flush(w: &mut impl Write) -> Result<(), String> {
+    w.flush().map_err(|e| format!("writing to the plugin: {e}"))
+}

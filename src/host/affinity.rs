@@ -1,0 +1,23 @@
+//! CPU pinning for benchmark drivers: a host that measures a plugin's latency pins itself
+//! (and the plugin, with `taskset`) so that figures do not depend on where the scheduler
+//! happens to put each process.
+
+use std::io;
+
+/// The CPUs the calling thread may run on, in ascending order.
+///
+/// Never blocks. Fails with the OS error, or `Unsupported` off Linux.
+pub fn cpu_affinity() -> io::Result<Vec<usize>> {
+    crate::sys::thread_affinity()
+}
+
+/// Restricts the calling thread to `cpus` (`sched_setaffinity`); threads it starts
+/// afterwards inherit the set, threads already running keep theirs. Call it first thing in
+/// `main` to pin the whole process; pass the set [`cpu_affinity`] returned to undo it.
+///
+/// Never blocks. Fails with `InvalidInput` for an empty set or a CPU number beyond the
+/// kernel's set size, with the OS error when none of `cpus` is usable, and with
+/// `Unsupported` off Linux.
+pub fn set_cpu_affinity(cpus: &[usize]) -> io::Result<()> {
+    crate::sys::set_thread_affinity(cpus)
+}
