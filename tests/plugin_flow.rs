@@ -481,7 +481,19 @@ fn random_session(seed: u64) -> Result<(), String> {
         } else {
             json!(step)
         };
-        let line = match rng.below(10) {
+        let line = match rng.below(11) {
+            10 => {
+                // A burst: more than the queues hold, often while handlers wait on the
+                // host and the reader above stalls.
+                let mut burst = String::new();
+                for k in 0..500 + rng.below(2500) {
+                    let id = json!(format!("b-{step}-{k}"));
+                    burst.push_str(&invoke_line_any(&id, "echo", &json!({"k": k})));
+                    sent.push(id);
+                }
+                let _ = to_stdin.send(burst);
+                continue;
+            }
             0..=2 => invoke_line_any(&id, "echo", &json!({"step": step})),
             3 => invoke_line_any(&id, "sleep", &json!({"ms": rng.below(30)})),
             4 | 5 => invoke_line_any(&id, "sample", &json!({"prompt": "hi"})),
@@ -493,7 +505,7 @@ fn random_session(seed: u64) -> Result<(), String> {
                 continue;
             }
             _ => {
-                let ms = rng.below(50);
+                let ms = rng.below(300);
                 let now = t0.elapsed().as_millis() as u64;
                 pause_until_ms.store(now + ms, Ordering::SeqCst);
                 continue;
