@@ -184,21 +184,27 @@ fn a_flood_while_handlers_wait_on_the_host_and_stdout_goes_unread_loses_nothing(
     assert_eq!(p.wait_exit(EXIT_TIMEOUT).code(), Some(0));
 }
 
-#[test]
-fn sigterm_answers_queued_invokes_at_once() {
-    let mut p = Conn::spawn();
-    // Four handlers that outlive the grace period fill every slot; six more wait.
+/// Fills the four invoke slots with `sleep ms` handlers (ids 1-4), then queues `echo`
+/// invokes with ids 5 to `last`; returns once the plugin has read them all.
+fn fill_slots_and_queue(p: &mut Conn, ms: u64, last: u64) {
     for id in 1..=4 {
-        p.invoke(id, "sleep", json!({"ms": 30_000}));
+        p.invoke(id, "sleep", json!({ "ms": ms }));
     }
     // `health` is answered by the spare thread: proof the four are running.
     p.request(99, "health", None);
     p.recv_until_id("99");
-    for id in 5..=10 {
-        p.invoke(id, "echo", json!({"i": id}));
+    for id in 5..=last {
+        p.invoke(id, "echo", json!({ "i": id }));
     }
     p.request(100, "health", None);
     p.recv_until_id("100");
+}
+
+#[test]
+fn sigterm_answers_queued_invokes_at_once() {
+    let mut p = Conn::spawn();
+    // Four handlers that outlive the grace period fill every slot; six more wait.
+    fill_slots_and_queue(&mut p, 30_000, 10);
     p.sigterm();
     let mut refused = Vec::new();
     while refused.len() < 6 {
@@ -216,16 +222,7 @@ fn sigterm_answers_queued_invokes_at_once() {
 #[test]
 fn end_of_input_answers_invokes_waiting_for_a_slot_at_once() {
     let mut p = Conn::spawn();
-    for id in 1..=4 {
-        p.invoke(id, "sleep", json!({"ms": 1_500}));
-    }
-    p.request(99, "health", None);
-    p.recv_until_id("99");
-    for id in 5..=7 {
-        p.invoke(id, "echo", json!({"i": id}));
-    }
-    p.request(100, "health", None);
-    p.recv_until_id("100");
+    fill_slots_and_queue(&mut p, 1_500, 7);
     p.close_stdin();
     let rest = p.drain_to_eof();
     let mut by_id: HashMap<String, &common::Msg> = HashMap::new();
