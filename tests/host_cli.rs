@@ -139,6 +139,8 @@ fn call_reads_a_credential_named_alone_from_the_environment() {
         .args([
             "call",
             "--quiet",
+            "--args",
+            r#"{"probe":["EXECUTA_TEST_SECRET","EXECUTA_TEST_CONTROL"]}"#,
             "--credential",
             "EXECUTA_TEST_SECRET",
             "credentials",
@@ -147,14 +149,26 @@ fn call_reads_a_credential_named_alone_from_the_environment() {
         .arg("python3")
         .arg(fixture("tools_plugin.py"))
         .env("EXECUTA_TEST_SECRET", "from-the-env")
+        .env("EXECUTA_TEST_CONTROL", "inherited")
         .output()
         .unwrap();
     assert!(o.status.success(), "{}{}", stdout(&o), stderr(&o));
     let out = stdout(&o);
-    assert!(out.contains("EXECUTA_TEST_SECRET"), "{out}");
+    let r: Value = serde_json::from_str(&out).expect("result JSON");
+    assert_eq!(
+        r["data"]["names"],
+        serde_json::json!(["EXECUTA_TEST_SECRET"])
+    );
     // The value itself is never printed; its length (12) shows it arrived.
     assert!(!out.contains("from-the-env"), "{out}");
-    assert!(out.contains("12"), "{out}");
+    assert_eq!(r["data"]["lengths"]["EXECUTA_TEST_SECRET"], 12, "{out}");
+    // Only in the context: the variable it came from is not in the plugin's environment,
+    // while an ordinary variable still is (the plugin inherits the user's environment).
+    assert_eq!(
+        r["data"]["in_environ"],
+        serde_json::json!({"EXECUTA_TEST_SECRET": false, "EXECUTA_TEST_CONTROL": true}),
+        "{out}"
+    );
 
     let o = Command::new(env!("CARGO_BIN_EXE_executa"))
         .args([
