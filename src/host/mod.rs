@@ -45,6 +45,7 @@ mod context;
 mod core;
 mod dispatch;
 mod exit;
+mod file_transport;
 pub mod lint;
 mod options;
 mod pending;
