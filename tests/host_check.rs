@@ -17,16 +17,31 @@ fn options() -> CheckOptions {
             stderr: StderrRelay::Quiet,
             ..HostOptions::default()
         },
+        // A plugin that answers the malformed line must never miss this on a slow machine.
+        probe_timeout: Duration::from_secs(5),
         ..CheckOptions::default()
     }
 }
 
-/// Short windows, for plugins that are meant to miss them.
-fn impatient() -> CheckOptions {
+/// Short shutdown windows, for plugins that never exit on their own: they miss them
+/// however fast the machine is. Everything else keeps the generous defaults.
+fn never_exits() -> CheckOptions {
+    let mut o = options();
+    o.host.shutdown = short_shutdown();
+    o
+}
+
+/// A short `initialize` window, for plugins that never answer it.
+fn never_initializes() -> CheckOptions {
     let mut o = options();
     o.host.initialize_timeout = Duration::from_millis(500);
-    o.host.shutdown = short_shutdown();
-    o.probe_timeout = Duration::from_millis(800);
+    o
+}
+
+/// A short probe window, for a plugin that never answers a malformed line.
+fn never_answers_the_probe() -> CheckOptions {
+    let mut o = options();
+    o.probe_timeout = Duration::from_millis(500);
     o
 }
 
@@ -146,7 +161,7 @@ fn reverse_calls_and_progress_are_checked_when_the_smoke_invoke_makes_them() {
 
 #[test]
 fn a_plugin_that_never_answers_initialize_fails_with_the_stall() {
-    let r = check::run(&py("no_initialize.py", &[]), &impatient());
+    let r = check::run(&py("no_initialize.py", &[]), &never_initializes());
     fails_with(&r, "initialize", "never answered", &[]);
     assert!(
         r.line("initialize").unwrap().detail.contains("-32601"),
@@ -157,7 +172,7 @@ fn a_plugin_that_never_answers_initialize_fails_with_the_stall() {
 
 #[test]
 fn a_v1_plugin_answering_32601_is_reported_as_such_and_passes() {
-    let r = check::run(&py("flawed.py", &["init_not_found"]), &impatient());
+    let r = check::run(&py("flawed.py", &["init_not_found"]), &options());
     let line = r.line("initialize").unwrap();
     assert_eq!(line.outcome, Outcome::Pass, "{}", render(&r));
     assert!(line.detail.contains("v1-only"), "{}", render(&r));
@@ -201,13 +216,13 @@ fn crash_mid_invoke_fails_the_invoke_and_stays_alive() {
 
 #[test]
 fn ignoring_stdin_eof_fails_exit_on_eof() {
-    let r = check::run(&py("ignores_eof.py", &[]), &impatient());
+    let r = check::run(&py("ignores_eof.py", &[]), &never_exits());
     fails_with(&r, "exit on EOF", "needed SIGTERM", &[]);
 }
 
 #[test]
 fn ignoring_sigterm_fails_exit_on_eof() {
-    let r = check::run(&py("ignores_sigterm.py", &[]), &impatient());
+    let r = check::run(&py("ignores_sigterm.py", &[]), &never_exits());
     fails_with(&r, "exit on EOF", "needed SIGKILL", &[]);
 }
 
@@ -236,12 +251,13 @@ fn manifest_and_envelope_pitfalls_fail_with_the_right_reason() {
                 .iter()
                 .map(|&(flaw, line, reason)| {
                     s.spawn(move || {
-                        (
-                            flaw,
-                            line,
-                            reason,
-                            check::run(&py("flawed.py", &[flaw]), &impatient()),
-                        )
+                        let opts = if flaw == "silent_on_malformed" {
+                            never_answers_the_probe()
+                        } else {
+                            options()
+                        };
+                        let report = check::run(&py("flawed.py", &[flaw]), &opts);
+                        (flaw, line, reason, report)
                     })
                 })
                 .collect();
@@ -270,7 +286,7 @@ fn manifest_and_envelope_pitfalls_fail_with_the_right_reason() {
 
 #[test]
 fn a_plugin_dropping_the_agents_initialize_id_0_fails() {
-    let r = check::run(&py("flawed.py", &["falsy_id"]), &impatient());
+    let r = check::run(&py("flawed.py", &["falsy_id"]), &never_initializes());
     fails_with(&r, "initialize", "id 0", &[]);
 }
 

@@ -208,7 +208,7 @@ fn check_passes_the_quickstart_plugin_and_fails_a_banner() {
     );
     assert!(out.contains("0 failed"), "{out}");
 
-    let o = executa(&["check", "--quiet", "--grace", "0.5"], &["banner.py"]);
+    let o = executa(&["check", "--quiet"], &["banner.py"]);
     assert_eq!(o.status.code(), Some(1), "{}", stdout(&o));
     let out = stdout(&o);
     let line = out

@@ -191,9 +191,10 @@ fn concurrent_invokes_with_reverse_calls() {
 #[test]
 fn slow_invoke_times_out_without_disturbing_others() {
     let host = Host::start(everything(), opts(), Handlers::new()).expect("start");
+    // A sleep far longer than the test: the timeout cannot lose a race on a slow machine.
     let quick = InvokeOptions::new().timeout(Duration::from_millis(100));
     assert!(matches!(
-        host.invoke_with("sleep", &json!({"ms": 1000}), &quick),
+        host.invoke_with("sleep", &json!({"ms": 600_000}), &quick),
         Err(Error::Timeout { .. })
     ));
     assert_eq!(

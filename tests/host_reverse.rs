@@ -9,7 +9,7 @@ use std::time::Duration;
 use crossbeam_channel::{bounded, unbounded};
 use executa::RpcError;
 use executa::host::{Handlers, Host, HostOptions, MemoryStorage, ScriptedSampling};
-use host_common::{opts, py};
+use host_common::{opts, py, unique};
 use serde_json::{Value, json};
 
 fn tools(args: &[&str], o: HostOptions, handlers: Handlers) -> Host {
@@ -203,16 +203,26 @@ fn reverse_calls_are_gated_like_the_agent() {
 fn a_method_without_handler_is_32601_even_when_routing_would_fail() {
     // Two invokes in flight and a reverse call without context.invoke_id: the routing
     // error (-32602) applies only to a method the host could have served.
-    let host = tools(&[], opts(), Handlers::new());
+    let (started_tx, started_rx) = bounded(1);
+    let handlers = Handlers::new().on_progress(move |_| {
+        let _ = started_tx.try_send(());
+    });
+    let host = tools(&[], opts(), handlers);
+    let release = std::env::temp_dir().join(unique("release"));
     std::thread::scope(|s| {
-        let slow = s.spawn(|| host.invoke("sleep", &json!({"ms": 1500})));
-        std::thread::sleep(Duration::from_millis(300));
+        let held = s.spawn(|| host.invoke("hold", &json!({"until": release})));
+        // `hold` announces itself with a progress event once it runs.
+        started_rx
+            .recv_timeout(Duration::from_secs(30))
+            .expect("the held invoke started");
         let r = host
             .invoke("unstamped", &json!({"method": "nobody/handles"}))
             .unwrap();
+        std::fs::write(&release, b"").unwrap();
         assert!(!r.success);
         let details = r.details.clone().unwrap_or_default();
         assert_eq!(details["code"], -32601, "{details}");
-        assert!(slow.join().unwrap().unwrap().success);
+        assert!(held.join().unwrap().unwrap().success);
     });
+    let _ = std::fs::remove_file(&release);
 }
