@@ -5,15 +5,19 @@
 
 use std::collections::HashMap;
 use std::io::{self, Cursor, Read, Write};
+#[cfg(feature = "host")]
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+#[cfg(feature = "host")]
+use executa::Error;
+#[cfg(feature = "host")]
 use executa::host::{
     Handlers, HostOptions, PluginCommand, PluginProcess, ShutdownPolicy, StderrRelay,
 };
 use executa::wire::{self, Frame, FrameReader, Message};
-use executa::{Error, Invocation, Options, Plugin, Tool, ToolError};
+use executa::{Invocation, Options, Plugin, Tool, ToolError};
 use serde::de::IgnoredAny;
 use serde_json::Value;
 
@@ -380,6 +384,7 @@ fn unique_request_ids(input: &[u8], max: usize) -> Vec<String> {
 /// A scratch directory for the host-reader check: the plugin's output is replayed from a
 /// file here, and the host's temp directory (`TMPDIR`, where file transport may read and
 /// delete) is a subdirectory, so arbitrary output can never touch anyone else's files.
+#[cfg(feature = "host")]
 pub fn host_scratch(dir: PathBuf) -> PathBuf {
     std::fs::create_dir_all(dir.join("tmp")).expect("scratch dir");
     dir
@@ -389,6 +394,7 @@ pub fn host_scratch(dir: PathBuf) -> PathBuf {
 /// first request, writes `output` and exits. The request is settled (by a reply in the
 /// output, a refusal, or the plugin's exit) well before its timeout, and nothing panics.
 /// When `TMPDIR` is `scratch/tmp`, a file-transport reply `reply.json` waits there.
+#[cfg(feature = "host")]
 pub fn check_host_reader(output: &[u8], scratch: &Path) {
     let replay = scratch.join("output");
     std::fs::write(&replay, output).expect("write replay file");
