@@ -14,6 +14,11 @@ static SCRATCH: OnceLock<PathBuf> = OnceLock::new();
 
 libfuzzer_sys::fuzz_target!(
     init: {
+        // Rust's std ignores SIGPIPE before a Rust `main` runs; libFuzzer's C++ `main` does
+        // not, and the host writing to a plugin that already exited would then kill the
+        // fuzzer. Do what every Rust host binary gets for free.
+        // SAFETY: setting a signal disposition to SIG_IGN at start-up, single-threaded.
+        unsafe { libc::signal(libc::SIGPIPE, libc::SIG_IGN) };
         let dir = props::host_scratch(std::env::temp_dir().join("executa-fuzz-host"));
         // SAFETY: set once at start-up, before any other thread of this process exists.
         unsafe { std::env::set_var("TMPDIR", dir.join("tmp")) };

@@ -351,6 +351,36 @@ pub fn check_serve(input: &[u8]) {
     }
 }
 
+/// [`check_serve`], then waits (at most 10 s) until every thread `serve` started has
+/// ended: `serve` returns while its reader, dispatcher and idle workers are still winding
+/// down, and they must not outlive it for long. Only for a process that runs nothing else
+/// meanwhile (the fuzz target), since it counts the process's threads.
+pub fn check_serve_and_its_threads_end(input: &[u8]) {
+    let before = threads();
+    check_serve(input);
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while threads() > before {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "serve left {} threads running",
+            threads() - before
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+/// This process's thread count (`Threads:` in `/proc/self/status`).
+fn threads() -> usize {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("Threads:"))
+                .and_then(|n| n.trim().parse().ok())
+        })
+        .unwrap_or(0)
+}
+
 /// Ids (as compact JSON) of the requests in `input` with a string or number id that no
 /// other frame of the input uses.
 fn unique_request_ids(input: &[u8], max: usize) -> Vec<String> {
