@@ -1,7 +1,8 @@
 //! The host's reader on any plugin output: a `sh` plugin replays the input after the
 //! host's first request and exits; the request must be settled, nothing may panic. The
 //! host's temp directory (`TMPDIR`, where file transport reads and deletes) is a private
-//! scratch directory holding one valid reply file, `reply.json`.
+//! scratch directory holding one valid reply file, `reply.json`. The host's threads must
+//! end once it is dropped.
 #![no_main]
 
 #[path = "../../tests/props/mod.rs"]
@@ -26,7 +27,7 @@ libfuzzer_sys::fuzz_target!(
     },
     |output: &[u8]| {
         if let Some(dir) = SCRATCH.get() {
-            props::check_host_reader(output, dir);
+            props::and_its_threads_end(|| props::check_host_reader(output, dir));
         }
     }
 );

@@ -8,4 +8,6 @@
 #[path = "../../tests/props/mod.rs"]
 mod props;
 
-libfuzzer_sys::fuzz_target!(|input: &[u8]| props::check_serve_and_its_threads_end(input));
+libfuzzer_sys::fuzz_target!(
+    |input: &[u8]| props::and_its_threads_end(|| props::check_serve(input))
+);

@@ -351,18 +351,19 @@ pub fn check_serve(input: &[u8]) {
     }
 }
 
-/// [`check_serve`], then waits (at most 10 s) until every thread `serve` started has
-/// ended: `serve` returns while its reader, dispatcher and idle workers are still winding
-/// down, and they must not outlive it for long. Only for a process that runs nothing else
-/// meanwhile (the fuzz target), since it counts the process's threads.
-pub fn check_serve_and_its_threads_end(input: &[u8]) {
+/// Runs `check`, then waits (at most 10 s) until every thread it started has ended:
+/// `Plugin::serve` returns while its reader, dispatcher and idle workers wind down, and a
+/// host's reverse-call workers end after its last handle is dropped; none may outlive the
+/// call for long. Only for a process that runs nothing else meanwhile (a fuzz target),
+/// since it counts the process's threads.
+pub fn and_its_threads_end(check: impl FnOnce()) {
     let before = threads();
-    check_serve(input);
+    check();
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
     while threads() > before {
         assert!(
             std::time::Instant::now() < deadline,
-            "serve left {} threads running",
+            "{} threads outlived the check",
             threads() - before
         );
         std::thread::sleep(Duration::from_millis(1));
