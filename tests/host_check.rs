@@ -5,18 +5,15 @@ mod host_common;
 
 use std::time::Duration;
 
+use executa::host::PluginCommand;
 use executa::host::check::{self, CheckOptions, Outcome, Report, Smoke};
-use executa::host::{HostOptions, PluginCommand, StderrRelay};
 use host_common::{py, short_shutdown};
 use serde_json::json;
 
 /// The Agent's windows (generous for what a good plugin does at once), quiet stderr.
 fn options() -> CheckOptions {
     CheckOptions {
-        host: HostOptions {
-            stderr: StderrRelay::Quiet,
-            ..HostOptions::default()
-        },
+        host: host_common::opts(),
         // A plugin that answers the malformed line must never miss this on a slow machine.
         probe_timeout: Duration::from_secs(5),
         ..CheckOptions::default()

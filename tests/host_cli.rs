@@ -11,11 +11,16 @@ fn executa(args: &[&str], plugin: &[&str]) -> Output {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_executa"));
     cmd.args(args);
     if !plugin.is_empty() {
+        cmd.args(PATIENT);
         let script = fixture(plugin[0]);
         cmd.arg("--").arg("python3").arg(script).args(&plugin[1..]);
     }
     cmd.output().expect("run executa")
 }
+
+/// Windows far past the Agent's 5 s for plugins that answer: a loaded machine must not
+/// fake a stall.
+const PATIENT: [&str; 4] = ["--init-timeout", "30", "--describe-timeout", "30"];
 
 fn stdout(o: &Output) -> String {
     String::from_utf8_lossy(&o.stdout).into_owned()
@@ -144,8 +149,9 @@ fn call_reads_a_credential_named_alone_from_the_environment() {
             "--credential",
             "EXECUTA_TEST_SECRET",
             "credentials",
-            "--",
         ])
+        .args(PATIENT)
+        .arg("--")
         .arg("python3")
         .arg(fixture("tools_plugin.py"))
         .env("EXECUTA_TEST_SECRET", "from-the-env")
