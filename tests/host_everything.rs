@@ -143,7 +143,7 @@ fn every_method_of_the_everything_plugin() {
     assert_eq!(r.data["exists"], false);
 
     let r = host.invoke("progress", &json!({"steps": 4})).unwrap();
-    assert!(host.sync_progress(Duration::from_secs(5)));
+    assert!(host.sync_progress(host_common::EVENT_WAIT));
     let events: Vec<_> = progress.try_iter().collect();
     assert_eq!(events.len(), 4, "{events:?}");
     assert!(

@@ -80,7 +80,7 @@ fn progress_reaches_the_callback_with_its_invoke_id() {
     });
     let host = tools(&[], opts(), handlers);
     let r = host.invoke("progress", &json!({"steps": 3})).unwrap();
-    assert!(host.sync_progress(Duration::from_secs(5)));
+    assert!(host.sync_progress(host_common::EVENT_WAIT));
     let events: Vec<_> = rx.try_iter().collect();
     assert_eq!(events.len(), 3, "{events:?}");
     for (i, e) in events.iter().enumerate() {
@@ -142,7 +142,7 @@ fn a_slow_handler_does_not_stall_other_replies() {
     let handlers = Handlers::new().on("test/slow", move |_| {
         let _ = entered_tx.send(());
         release_rx
-            .recv_timeout(Duration::from_secs(20))
+            .recv_timeout(host_common::EVENT_WAIT)
             .map_err(|_| RpcError::new(-32603, "never released"))?;
         Ok(json!("released"))
     });
@@ -150,7 +150,7 @@ fn a_slow_handler_does_not_stall_other_replies() {
     std::thread::scope(|s| {
         let slow = s.spawn(|| reverse(&host, "test/slow"));
         entered_rx
-            .recv_timeout(Duration::from_secs(10))
+            .recv_timeout(host_common::EVENT_WAIT)
             .expect("the slow handler started");
         // While it blocks, other invokes (and their replies) flow.
         for i in 0..10 {

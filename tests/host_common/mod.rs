@@ -41,6 +41,10 @@ pub fn opts() -> HostOptions {
     }
 }
 
+/// The bound on waiting for an event that involves starting a process (a restart, a
+/// helper's end): only a failure waits this long, so it can be generous.
+pub const EVENT_WAIT: Duration = Duration::from_secs(60);
+
 /// A short shutdown window, for plugins that are meant to outstay it.
 pub fn short_shutdown() -> ShutdownPolicy {
     ShutdownPolicy {
