@@ -1,5 +1,5 @@
-//! The only module that calls `libc`: std has no safe `dup2` or `kill`, and its CPU count
-//! (`available_parallelism`, which also parses cgroup files) costs 5 KB of binary.
+//! The only module that calls `libc`: std has no safe `dup2`, `kill` or `openat`, and its
+//! CPU count (`available_parallelism`, which also parses cgroup files) costs 5 KB of binary.
 //!
 //! The stdout guard: while a plugin serves, nothing but protocol frames may reach the host.
 //! The runtime keeps private duplicates of the original stdin and stdout (close-on-exec, so
@@ -7,9 +7,15 @@
 //! author or a dependency lands in the log, and points fd 0 at `/dev/null` so a child process
 //! cannot swallow protocol input.
 
+#[cfg(feature = "host")]
+use std::ffi::{CString, OsStr};
 use std::fs::File;
 use std::io::{self, Write};
+#[cfg(feature = "host")]
+use std::os::fd::FromRawFd;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+#[cfg(feature = "host")]
+use std::os::unix::ffi::OsStrExt;
 
 /// The protocol's private ends of stdin and stdout.
 pub(crate) struct ProtocolStdio {
@@ -43,6 +49,39 @@ fn redirect(from: i32, to: i32) -> io::Result<()> {
     } else {
         Ok(())
     }
+}
+
+/// Opens the entry `name` of the directory `dir` for reading, exactly once: never through a
+/// symlink (`O_NOFOLLOW`: a symlink fails with `ELOOP`), never blocking on a FIFO or a device
+/// (`O_NONBLOCK`), close-on-exec, and never as a controlling terminal. `name` must be one
+/// path component; anything with a `/` or a NUL byte fails with `InvalidInput`. Does not
+/// block beyond the `openat(2)` call itself.
+#[cfg(feature = "host")]
+pub(crate) fn open_entry_nofollow(dir: &File, name: &OsStr) -> io::Result<File> {
+    let bytes = name.as_bytes();
+    if bytes.is_empty() || bytes.contains(&b'/') || bytes == b"." || bytes == b".." {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "not a single path component",
+        ));
+    }
+    let name = CString::new(bytes).map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+    let flags =
+        libc::O_RDONLY | libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC | libc::O_NOCTTY;
+    // SAFETY: `name` is a valid NUL-terminated string that outlives the call, and `dir`
+    // is an open descriptor borrowed for the call's duration.
+    let fd = unsafe { libc::openat(dir.as_raw_fd(), name.as_ptr(), flags) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: openat just returned this descriptor, and nothing else owns it.
+    Ok(unsafe { File::from_raw_fd(fd) })
+}
+
+/// Whether an error from [`open_entry_nofollow`] means the entry is a symlink (`ELOOP`).
+#[cfg(feature = "host")]
+pub(crate) fn is_nofollow_refusal(e: &io::Error) -> bool {
+    e.raw_os_error() == Some(libc::ELOOP)
 }
 
 /// Sends SIGTERM/SIGKILL-style signals to a child process (used by the host side).

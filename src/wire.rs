@@ -231,17 +231,22 @@ pub fn parse(line: &[u8]) -> Message<'_> {
     // Only an object is an envelope. serde's derived `Deserialize` would also accept an
     // array positionally (`[7,"health"]` as id 7, method "health"), so check first.
     if line.trim_start().as_bytes().first() != Some(&b'{') {
-        return match serde_json::from_str::<serde::de::IgnoredAny>(line) {
-            Ok(_) => Message::Invalid {
+        return match not_json(line) {
+            None => Message::Invalid {
                 id: None,
                 reason: "a frame must be a JSON object".to_owned(),
             },
-            Err(e) => Message::Unparsable(format!("parse error: {e}")),
+            Some(why) => Message::Unparsable(why),
         };
     }
     let env: Envelope<'_> = match serde_json::from_str(line) {
         Ok(env) => env,
         Err(e) if e.is_data() => {
+            // A field of the wrong shape can stop the envelope before the line's end: a
+            // line that is not JSON at all is still a parse error (-32700), not -32600.
+            if let Some(why) = not_json(line) {
+                return Message::Unparsable(why);
+            }
             let id = serde_json::from_str::<IdOnly<'_>>(line)
                 .ok()
                 .and_then(|x| x.id)
@@ -282,6 +287,14 @@ pub fn parse(line: &[u8]) -> Message<'_> {
         (Some(reason), None) => Message::Ignored(reason),
         (Some(reason), Some(_)) => Message::Invalid { id, reason },
     }
+}
+
+/// Why `line` is not one JSON value, or `None` when it is. Only called on error paths:
+/// JSON text is UTF-8, which skipping a value with `IgnoredAny` does not check.
+fn not_json(line: &str) -> Option<String> {
+    serde_json::from_str::<serde::de::IgnoredAny>(line)
+        .err()
+        .map(|e| format!("parse error: {e}"))
 }
 
 /// Classifies a frame without `method`: a response to one of our own requests.
@@ -727,6 +740,18 @@ mod tests {
             }
         ));
         assert!(matches!(parse(b"{not json"), Message::Unparsable(_)));
+        // Found by fuzzing: a duplicate field before the line breaks off was -32600.
+        let cut = br#"{"jsonrpc":"2.0","id":3,"id":3,"me"#;
+        assert!(
+            matches!(parse(cut), Message::Unparsable(_)),
+            "{:?}",
+            parse(cut)
+        );
+        assert!(matches!(parse(b"[\"\xff\"]"), Message::Unparsable(_)));
+        assert!(matches!(
+            parse(br#"{"id":1,"id":2}"#),
+            Message::Invalid { .. }
+        ));
         assert!(matches!(parse(b"[1,2]"), Message::Invalid { id: None, .. }));
         assert!(matches!(
             parse(br#"[7,"health"]"#),

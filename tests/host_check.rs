@@ -5,28 +5,48 @@ mod host_common;
 
 use std::time::Duration;
 
+use executa::host::PluginCommand;
 use executa::host::check::{self, CheckOptions, Outcome, Report, Smoke};
-use executa::host::{HostOptions, PluginCommand, StderrRelay};
 use host_common::{py, short_shutdown};
 use serde_json::json;
 
 /// The Agent's windows (generous for what a good plugin does at once), quiet stderr.
 fn options() -> CheckOptions {
     CheckOptions {
-        host: HostOptions {
-            stderr: StderrRelay::Quiet,
-            ..HostOptions::default()
-        },
+        host: host_common::opts(),
+        // A plugin that answers the malformed line must never miss this on a slow machine.
+        probe_timeout: Duration::from_secs(5),
         ..CheckOptions::default()
     }
 }
 
-/// Short windows, for plugins that are meant to miss them.
-fn impatient() -> CheckOptions {
+/// Short shutdown windows, for plugins that never exit on their own: they miss them
+/// however fast the machine is. Everything else keeps the generous defaults.
+fn never_exits() -> CheckOptions {
+    let mut o = options();
+    o.host.shutdown = short_shutdown();
+    o
+}
+
+/// A short `initialize` window, for plugins that never answer it.
+fn never_initializes() -> CheckOptions {
     let mut o = options();
     o.host.initialize_timeout = Duration::from_millis(500);
-    o.host.shutdown = short_shutdown();
-    o.probe_timeout = Duration::from_millis(800);
+    o
+}
+
+/// Short `initialize` and `describe` windows, for a plugin that answers neither until its
+/// stdin closes (it buffers stdout).
+fn never_answers_in_time() -> CheckOptions {
+    let mut o = never_initializes();
+    o.host.describe_timeout = Duration::from_millis(500);
+    o
+}
+
+/// A short probe window, for a plugin that never answers a malformed line.
+fn never_answers_the_probe() -> CheckOptions {
+    let mut o = options();
+    o.probe_timeout = Duration::from_millis(500);
     o
 }
 
@@ -147,7 +167,7 @@ fn reverse_calls_and_progress_are_checked_when_the_smoke_invoke_makes_them() {
 
 #[test]
 fn a_plugin_that_never_answers_initialize_fails_with_the_stall() {
-    let r = check::run(&py("no_initialize.py", &[]), &impatient());
+    let r = check::run(&py("no_initialize.py", &[]), &never_initializes());
     fails_with(&r, "initialize", "never answered", &[]);
     assert!(
         r.line("initialize").unwrap().detail.contains("-32601"),
@@ -158,7 +178,7 @@ fn a_plugin_that_never_answers_initialize_fails_with_the_stall() {
 
 #[test]
 fn a_v1_plugin_answering_32601_is_reported_as_such_and_passes() {
-    let r = check::run(&py("flawed.py", &["init_not_found"]), &impatient());
+    let r = check::run(&py("flawed.py", &["init_not_found"]), &options());
     let line = r.line("initialize").unwrap();
     assert_eq!(line.outcome, Outcome::Pass, "{}", render(&r));
     assert!(line.detail.contains("v1-only"), "{}", render(&r));
@@ -202,13 +222,13 @@ fn crash_mid_invoke_fails_the_invoke_and_stays_alive() {
 
 #[test]
 fn ignoring_stdin_eof_fails_exit_on_eof() {
-    let r = check::run(&py("ignores_eof.py", &[]), &impatient());
+    let r = check::run(&py("ignores_eof.py", &[]), &never_exits());
     fails_with(&r, "exit on EOF", "needed SIGTERM", &[]);
 }
 
 #[test]
 fn ignoring_sigterm_fails_exit_on_eof() {
-    let r = check::run(&py("ignores_sigterm.py", &[]), &impatient());
+    let r = check::run(&py("ignores_sigterm.py", &[]), &never_exits());
     fails_with(&r, "exit on EOF", "needed SIGKILL", &[]);
 }
 
@@ -237,12 +257,13 @@ fn manifest_and_envelope_pitfalls_fail_with_the_right_reason() {
                 .iter()
                 .map(|&(flaw, line, reason)| {
                     s.spawn(move || {
-                        (
-                            flaw,
-                            line,
-                            reason,
-                            check::run(&py("flawed.py", &[flaw]), &impatient()),
-                        )
+                        let opts = if flaw == "silent_on_malformed" {
+                            never_answers_the_probe()
+                        } else {
+                            options()
+                        };
+                        let report = check::run(&py("flawed.py", &[flaw]), &opts);
+                        (flaw, line, reason, report)
                     })
                 })
                 .collect();
@@ -271,7 +292,7 @@ fn manifest_and_envelope_pitfalls_fail_with_the_right_reason() {
 
 #[test]
 fn a_plugin_dropping_the_agents_initialize_id_0_fails() {
-    let r = check::run(&py("flawed.py", &["falsy_id"]), &impatient());
+    let r = check::run(&py("flawed.py", &["falsy_id"]), &never_initializes());
     fails_with(&r, "initialize", "id 0", &[]);
 }
 
@@ -303,7 +324,7 @@ fn every_tool_is_invoked_with_synthesized_arguments() {
 
 #[test]
 fn a_plugin_that_buffers_stdout_is_told_to_flush() {
-    let r = check::run(&py("buffered.py", &[]), &impatient());
+    let r = check::run(&py("buffered.py", &[]), &never_answers_in_time());
     let line = r.line("initialize").unwrap();
     assert_eq!(line.outcome, Outcome::Fail, "{}", render(&r));
     assert!(

@@ -143,7 +143,7 @@ fn every_method_of_the_everything_plugin() {
     assert_eq!(r.data["exists"], false);
 
     let r = host.invoke("progress", &json!({"steps": 4})).unwrap();
-    assert!(host.sync_progress(Duration::from_secs(5)));
+    assert!(host.sync_progress(host_common::EVENT_WAIT));
     let events: Vec<_> = progress.try_iter().collect();
     assert_eq!(events.len(), 4, "{events:?}");
     assert!(
@@ -191,9 +191,10 @@ fn concurrent_invokes_with_reverse_calls() {
 #[test]
 fn slow_invoke_times_out_without_disturbing_others() {
     let host = Host::start(everything(), opts(), Handlers::new()).expect("start");
+    // A sleep far longer than the test: the timeout cannot lose a race on a slow machine.
     let quick = InvokeOptions::new().timeout(Duration::from_millis(100));
     assert!(matches!(
-        host.invoke_with("sleep", &json!({"ms": 1000}), &quick),
+        host.invoke_with("sleep", &json!({"ms": 600_000}), &quick),
         Err(Error::Timeout { .. })
     ));
     assert_eq!(

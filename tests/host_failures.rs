@@ -10,7 +10,7 @@ use executa::Error;
 use executa::host::{
     ExitStage, Handlers, Host, HostOptions, HostState, InvokeOptions, PluginProcess, RestartPolicy,
 };
-use host_common::{opts, processes_with, py, short_shutdown, unique, wait_until};
+use host_common::{EVENT_WAIT, opts, processes_with, py, short_shutdown, unique, wait_until};
 use serde_json::json;
 
 #[test]
@@ -38,7 +38,7 @@ fn crash_mid_invoke_fails_the_pending_call_at_once_naming_status_and_stderr() {
         }
         other => panic!("expected a disconnect, got {other:?}"),
     }
-    wait_until("the host gives up", Duration::from_secs(10), || {
+    wait_until("the host gives up", EVENT_WAIT, || {
         matches!(host.status().state, HostState::Failed(_))
     });
     let status = host.status();
@@ -78,10 +78,10 @@ fn unexpected_exit_is_restarted_with_backoff_until_the_budget_is_spent() {
     for restart in 1..=3 {
         let r = host.invoke("echo", &json!({"text": "once"})).unwrap();
         assert_eq!(r.data["text"], "once");
-        wait_until("the plugin is restarted", Duration::from_secs(10), || {
+        wait_until("the plugin is restarted", EVENT_WAIT, || {
             host.status().restarts == restart
         });
-        host.wait_ready(Duration::from_secs(10)).unwrap();
+        host.wait_ready(EVENT_WAIT).unwrap();
         let status = host.status();
         assert!(
             status
@@ -100,7 +100,7 @@ fn unexpected_exit_is_restarted_with_backoff_until_the_budget_is_spent() {
     let _ = std::fs::remove_file(&runs);
     // The fourth exit exhausts the three attempts.
     host.invoke("echo", &json!({"text": "last"})).unwrap();
-    wait_until("the host gives up", Duration::from_secs(10), || {
+    wait_until("the host gives up", EVENT_WAIT, || {
         matches!(host.status().state, HostState::Failed(_))
     });
     let HostState::Failed(why) = host.status().state else {
@@ -295,7 +295,7 @@ fn crash_leaving_a_helper_on_stdout_fails_the_call_and_restarts() {
         }
         other => panic!("expected a disconnect, got {other:?}"),
     }
-    wait_until("the plugin is restarted", Duration::from_secs(10), || {
+    wait_until("the plugin is restarted", EVENT_WAIT, || {
         host.status().restarts == 1
     });
     let status = host.status();
@@ -304,13 +304,11 @@ fn crash_leaving_a_helper_on_stdout_fails_the_call_and_restarts() {
     assert!(status.last_exit.unwrap().contains("exit status: 3"));
     assert!(host.invoke("ok", &json!({})).unwrap().success);
     // The crashed plugin's helper went with it: left are the new plugin and its helper.
-    wait_until(
-        "the orphaned helper is gone",
-        Duration::from_secs(5),
-        || processes_with(&marker).len() == 2,
-    );
+    wait_until("the orphaned helper is gone", EVENT_WAIT, || {
+        processes_with(&marker).len() == 2
+    });
     host.shutdown();
-    wait_until("every helper is gone", Duration::from_secs(5), || {
+    wait_until("every helper is gone", EVENT_WAIT, || {
         processes_with(&marker).is_empty()
     });
 }
@@ -336,7 +334,7 @@ fn signals_reach_the_whole_process_group() {
         matches!(report.stage, ExitStage::Terminated | ExitStage::Killed),
         "{report}"
     );
-    wait_until("the wrapped plugin is gone", Duration::from_secs(5), || {
+    wait_until("the wrapped plugin is gone", EVENT_WAIT, || {
         processes_with(&marker).is_empty()
     });
 }
@@ -354,14 +352,14 @@ fn shutdown_during_a_restart_handshake_stops_the_starting_process() {
     let _ = host.invoke("crash", &json!({}));
     // The restart's process answers nothing: wait until it is in its handshake.
     let wedged = format!("{marker}.wedged");
-    wait_until("a restart is under way", Duration::from_secs(10), || {
+    wait_until("a restart is under way", EVENT_WAIT, || {
         std::path::Path::new(&wedged).exists()
             && matches!(host.status().state, HostState::Restarting { .. })
     });
     let report = host.shutdown().expect("the starting process is shut down");
     assert_eq!(report.stage, ExitStage::Killed, "{report}");
     assert_eq!(host.status().state, HostState::Stopped);
-    wait_until("the wedged process is gone", Duration::from_secs(5), || {
+    wait_until("the wedged process is gone", EVENT_WAIT, || {
         processes_with(&marker).is_empty()
     });
     let _ = std::fs::remove_file(&marker_file);
@@ -404,10 +402,10 @@ fn restarts_wait_the_backoff_delay() {
     .unwrap();
     for restart in 1..=3 {
         host.invoke("echo", &json!({"text": "x"})).unwrap();
-        wait_until("the plugin is restarted", Duration::from_secs(10), || {
+        wait_until("the plugin is restarted", EVENT_WAIT, || {
             host.status().restarts == restart
         });
-        host.wait_ready(Duration::from_secs(10)).unwrap();
+        host.wait_ready(EVENT_WAIT).unwrap();
     }
     let text = std::fs::read_to_string(&runs).unwrap();
     let starts: Vec<f64> = text.lines().map(|l| l.parse().unwrap()).collect();

@@ -10,7 +10,7 @@ use executa::host::{
     ExitStage, Handlers, Host, HostOptions, HostState, InvokeOptions, PluginProcess,
 };
 use executa::{Error, ProtocolVersion};
-use host_common::{opts, py};
+use host_common::{opts, py, unique};
 use serde_json::json;
 
 #[test]
@@ -151,14 +151,18 @@ fn many_invokes_in_flight_from_many_threads() {
 #[test]
 fn caller_timeout_fails_the_call_and_the_late_reply_is_dropped() {
     let host = Host::start(py("tools_plugin.py", &[]), opts(), Handlers::new()).expect("start");
+    // The plugin answers only once the test releases it: the timeout cannot lose a race
+    // against a slow machine.
+    let release = std::env::temp_dir().join(unique("release"));
     let slow = InvokeOptions::new().timeout(Duration::from_millis(200));
-    match host.invoke_with("sleep", &json!({"ms": 1500}), &slow) {
+    match host.invoke_with("hold", &json!({"until": release}), &slow) {
         Err(Error::Timeout { method, after }) => {
             assert_eq!(method, "invoke");
             assert_eq!(after, Duration::from_millis(200));
         }
         other => panic!("expected a timeout, got {other:?}"),
     }
+    std::fs::write(&release, b"").unwrap();
     // Other calls are unaffected, and the late reply does not confuse them.
     for i in 0..5 {
         let r = host
@@ -166,6 +170,7 @@ fn caller_timeout_fails_the_call_and_the_late_reply_is_dropped() {
             .unwrap();
         assert_eq!(r.data["text"], i.to_string());
     }
+    let _ = std::fs::remove_file(&release);
 }
 
 fn now_ms() -> u64 {

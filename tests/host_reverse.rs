@@ -9,7 +9,7 @@ use std::time::Duration;
 use crossbeam_channel::{bounded, unbounded};
 use executa::RpcError;
 use executa::host::{Handlers, Host, HostOptions, MemoryStorage, ScriptedSampling};
-use host_common::{opts, py};
+use host_common::{opts, py, unique};
 use serde_json::{Value, json};
 
 fn tools(args: &[&str], o: HostOptions, handlers: Handlers) -> Host {
@@ -80,7 +80,7 @@ fn progress_reaches_the_callback_with_its_invoke_id() {
     });
     let host = tools(&[], opts(), handlers);
     let r = host.invoke("progress", &json!({"steps": 3})).unwrap();
-    assert!(host.sync_progress(Duration::from_secs(5)));
+    assert!(host.sync_progress(host_common::EVENT_WAIT));
     let events: Vec<_> = rx.try_iter().collect();
     assert_eq!(events.len(), 3, "{events:?}");
     for (i, e) in events.iter().enumerate() {
@@ -142,7 +142,7 @@ fn a_slow_handler_does_not_stall_other_replies() {
     let handlers = Handlers::new().on("test/slow", move |_| {
         let _ = entered_tx.send(());
         release_rx
-            .recv_timeout(Duration::from_secs(20))
+            .recv_timeout(host_common::EVENT_WAIT)
             .map_err(|_| RpcError::new(-32603, "never released"))?;
         Ok(json!("released"))
     });
@@ -150,7 +150,7 @@ fn a_slow_handler_does_not_stall_other_replies() {
     std::thread::scope(|s| {
         let slow = s.spawn(|| reverse(&host, "test/slow"));
         entered_rx
-            .recv_timeout(Duration::from_secs(10))
+            .recv_timeout(host_common::EVENT_WAIT)
             .expect("the slow handler started");
         // While it blocks, other invokes (and their replies) flow.
         for i in 0..10 {
@@ -203,16 +203,26 @@ fn reverse_calls_are_gated_like_the_agent() {
 fn a_method_without_handler_is_32601_even_when_routing_would_fail() {
     // Two invokes in flight and a reverse call without context.invoke_id: the routing
     // error (-32602) applies only to a method the host could have served.
-    let host = tools(&[], opts(), Handlers::new());
+    let (started_tx, started_rx) = bounded(1);
+    let handlers = Handlers::new().on_progress(move |_| {
+        let _ = started_tx.try_send(());
+    });
+    let host = tools(&[], opts(), handlers);
+    let release = std::env::temp_dir().join(unique("release"));
     std::thread::scope(|s| {
-        let slow = s.spawn(|| host.invoke("sleep", &json!({"ms": 1500})));
-        std::thread::sleep(Duration::from_millis(300));
+        let held = s.spawn(|| host.invoke("hold", &json!({"until": release})));
+        // `hold` announces itself with a progress event once it runs.
+        started_rx
+            .recv_timeout(Duration::from_secs(30))
+            .expect("the held invoke started");
         let r = host
             .invoke("unstamped", &json!({"method": "nobody/handles"}))
             .unwrap();
+        std::fs::write(&release, b"").unwrap();
         assert!(!r.success);
         let details = r.details.clone().unwrap_or_default();
         assert_eq!(details["code"], -32601, "{details}");
-        assert!(slow.join().unwrap().unwrap().success);
+        assert!(held.join().unwrap().unwrap().success);
     });
+    let _ = std::fs::remove_file(&release);
 }

@@ -46,6 +46,7 @@ mod context;
 mod core;
 mod dispatch;
 mod exit;
+mod file_transport;
 mod options;
 mod pending;
 mod process;

@@ -51,7 +51,9 @@ pub struct HostOptions {
     /// `clientInfo.version` sent in `initialize`.
     pub client_version: String,
     /// Advertise and accept `__file_transport` responses (the plugin writes a big response
-    /// to a file and sends its path).
+    /// to a file and sends its path). Only a regular file directly in the temp directory,
+    /// opened once without following symlinks and no larger than
+    /// [`HostOptions::max_frame_bytes`], is read; it is deleted only when it held a reply.
     pub file_transport: bool,
     /// Threads serving reverse calls from the plugin (at least one).
     pub reverse_workers: usize,

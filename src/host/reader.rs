@@ -5,7 +5,7 @@
 //! the reader never waits on: when the pool is full the request is refused with -32000,
 //! so replies keep flowing. Anything malformed fails only the call it belongs to.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ChildStdout;
 use std::sync::Arc;
 
@@ -13,6 +13,7 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 
 use super::dispatch::{Dispatcher, Job};
+use super::file_transport;
 use super::shared::Shared;
 use crate::error::{Error, RpcError, codes};
 use crate::id::Id;
@@ -150,7 +151,7 @@ fn on_bad_response(shared: &Shared, line: &[u8], id: &RawValue, reason: &str) {
     if shared.opts.file_transport
         && let Ok(ptr) = serde_json::from_slice::<FileTransport>(line)
     {
-        let reply = read_file_transport(shared, &ptr.path);
+        let reply = file_transport::read(&ptr.path, shared.opts.max_frame_bytes);
         shared.pending.settle(n, reply);
         return;
     }
@@ -205,53 +206,4 @@ fn answer_error(shared: &Shared, id: &Id, err: &RpcError) {
 struct FileTransport {
     #[serde(rename = "__file_transport")]
     path: PathBuf,
-}
-
-/// Reads and deletes a file-transport response. Only regular files directly inside the
-/// system temp directory are accepted: the host deletes the file afterwards, and a plugin
-/// must not be able to make it delete anything else.
-fn read_file_transport(shared: &Shared, path: &Path) -> super::pending::Reply {
-    let path = checked_transport_path(path).map_err(Error::Protocol)?;
-    let meta = std::fs::metadata(&path)?;
-    let max = shared.opts.max_frame_bytes;
-    let size = usize::try_from(meta.len()).unwrap_or(usize::MAX);
-    if size > max {
-        let _ = std::fs::remove_file(&path);
-        return Err(Error::FrameTooLarge { size, max });
-    }
-    let bytes = std::fs::read(&path);
-    let _ = std::fs::remove_file(&path);
-    let bytes = bytes?;
-    match wire::parse(&bytes) {
-        Message::Response {
-            outcome: Ok(result),
-            ..
-        } => Ok(result.to_owned()),
-        Message::Response {
-            outcome: Err(error),
-            ..
-        } => Err(Error::Remote(wire::parse_error_object(error))),
-        _ => Err(Error::Protocol(format!(
-            "file-transport file {} holds no JSON-RPC response",
-            path.display()
-        ))),
-    }
-}
-
-fn checked_transport_path(path: &Path) -> Result<PathBuf, String> {
-    let refuse = |why: &str| format!("file transport path {} refused: {why}", path.display());
-    let meta = std::fs::symlink_metadata(path).map_err(|e| refuse(&e.to_string()))?;
-    if !meta.file_type().is_file() {
-        return Err(refuse("not a regular file"));
-    }
-    let canonical = path.canonicalize().map_err(|e| refuse(&e.to_string()))?;
-    let tmp = std::env::temp_dir()
-        .canonicalize()
-        .map_err(|e| refuse(&e.to_string()))?;
-    if canonical.parent() != Some(tmp.as_path()) {
-        return Err(refuse(
-            "only files directly in the temp directory are accepted",
-        ));
-    }
-    Ok(canonical)
 }

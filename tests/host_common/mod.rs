@@ -20,11 +20,18 @@ pub fn py(script: &str, args: &[&str]) -> PluginCommand {
         .args(args)
 }
 
-/// Options for tests: the Agent's defaults for anything a well-behaved plugin answers at
-/// once (generous, so a loaded machine cannot fake a misbehaviour), a fast restart
-/// backoff, quiet stderr.
+/// How long a plugin that does answer may take to start and answer `initialize`,
+/// `describe` or `health` in a test: far past the Agent's 5 s, so that a loaded machine
+/// (Python alone can take seconds to start there) cannot fake a misbehaviour.
+pub const PATIENT: Duration = Duration::from_secs(30);
+
+/// Options for tests: [`PATIENT`] windows for anything a well-behaved plugin answers, the
+/// Agent's defaults otherwise, a fast restart backoff, quiet stderr.
 pub fn opts() -> HostOptions {
     HostOptions {
+        initialize_timeout: PATIENT,
+        describe_timeout: PATIENT,
+        health_timeout: PATIENT,
         restart: RestartPolicy {
             base_delay: Duration::from_millis(30),
             ..RestartPolicy::default()
@@ -33,6 +40,10 @@ pub fn opts() -> HostOptions {
         ..HostOptions::default()
     }
 }
+
+/// The bound on waiting for an event that involves starting a process (a restart, a
+/// helper's end): only a failure waits this long, so it can be generous.
+pub const EVENT_WAIT: Duration = Duration::from_secs(60);
 
 /// A short shutdown window, for plugins that are meant to outstay it.
 pub fn short_shutdown() -> ShutdownPolicy {

@@ -29,7 +29,8 @@ storage tokens are sent when the manifest declares llm.sample / aps.*.
 OPTIONS:
     --args JSON                  the tool's arguments [{}]
     --credential NAME            a credential for context.credentials, its value read
-                                 from the environment variable NAME (repeatable)
+                                 from the environment variable NAME (repeatable); NAME
+                                 is removed from the plugin's environment
     --credential NAME=VALUE      the same with the value inline; it is then visible to
                                  other local users in the process list (argv), so prefer
                                  the NAME form. Values are never printed
@@ -50,6 +51,8 @@ pub fn run(mut args: Args) -> Result<ExitCode, Usage> {
     let mut tool = None;
     let mut fixture = None;
     let mut verbose = false;
+    // Variables a credential was read from: the plugin must not inherit them.
+    let mut read_from_env = Vec::new();
     while let Some((flag, inline)) = args.next_arg() {
         if common.apply(&mut args, &flag, inline.clone(), HELP)? {
             continue;
@@ -57,7 +60,10 @@ pub fn run(mut args: Args) -> Result<ExitCode, Usage> {
         match flag.as_str() {
             "--args" => arguments = json_arg(&flag, &args.value(&flag, inline)?)?,
             "--credential" => {
-                let (name, value) = credential(&args.value(&flag, inline)?)?;
+                let (name, value, from_env) = credential(&args.value(&flag, inline)?)?;
+                if from_env {
+                    read_from_env.push(name.clone());
+                }
                 opts = opts.credential(name, value);
             }
             "--timeout" => opts.timeout = Some(secs(&flag, &args.value(&flag, inline)?)?),
@@ -69,7 +75,11 @@ pub fn run(mut args: Args) -> Result<ExitCode, Usage> {
         }
     }
     let tool = tool.ok_or_else(|| Usage::Error("`call` needs the tool name".to_owned()))?;
-    let cmd = args.plugin()?;
+    // The plugin gets credentials in the invoke context and nowhere else: not in its
+    // environment, where its children and `/proc/PID/environ` would keep them too.
+    let cmd = read_from_env
+        .iter()
+        .fold(args.plugin()?, |cmd, name| cmd.env_remove(name));
     let sampling = match fixture {
         Some(path) => match ScriptedSampling::from_file(&path) {
             Ok(s) => s,
@@ -152,10 +162,11 @@ impl Service for Logged {
 }
 
 /// `NAME=VALUE`, or `NAME` with the value from the environment variable `NAME` (which
-/// keeps it off the command line, where every local user can read it).
-fn credential(arg: &str) -> Result<(String, String), Usage> {
+/// keeps it off the command line, where every local user can read it). The flag says
+/// whether the value came from the environment.
+fn credential(arg: &str) -> Result<(String, String, bool), Usage> {
     if let Some((name, value)) = arg.split_once('=') {
-        return Ok((name.to_owned(), value.to_owned()));
+        return Ok((name.to_owned(), value.to_owned(), false));
     }
     if arg.is_empty() {
         return Err(Usage::Error(
@@ -163,7 +174,7 @@ fn credential(arg: &str) -> Result<(String, String), Usage> {
         ));
     }
     match std::env::var(arg) {
-        Ok(value) => Ok((arg.to_owned(), value)),
+        Ok(value) => Ok((arg.to_owned(), value, true)),
         Err(_) => Err(Usage::Error(format!(
             "`--credential {arg}`: the environment variable {arg} is not set (or not UTF-8)"
         ))),
