@@ -195,7 +195,7 @@ struct Envelope<'a> {
     #[serde(default, borrow, deserialize_with = "present")]
     id: Option<&'a RawValue>,
     #[serde(default, borrow)]
-    method: Option<Cow<'a, str>>,
+    method: Option<Str<'a>>,
     #[serde(default, borrow)]
     params: Option<&'a RawValue>,
     #[serde(default, borrow, deserialize_with = "present")]
@@ -203,7 +203,31 @@ struct Envelope<'a> {
     #[serde(default, borrow, deserialize_with = "present")]
     error: Option<&'a RawValue>,
     #[serde(default, borrow)]
-    jsonrpc: Option<Cow<'a, str>>,
+    jsonrpc: Option<Str<'a>>,
+}
+
+/// A string borrowed from the line where it has no escapes. (serde's own `Cow<str>` copies
+/// unless it is a bare field marked `borrow`; inside an `Option` it always copies, which
+/// cost two allocations per frame.)
+pub(crate) struct Str<'a>(pub Cow<'a, str>);
+
+impl<'de: 'a, 'a> Deserialize<'de> for Str<'a> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V<'a>(std::marker::PhantomData<&'a ()>);
+        impl<'de: 'a, 'a> serde::de::Visitor<'de> for V<'a> {
+            type Value = Str<'a>;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a string")
+            }
+            fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Str<'a>, E> {
+                Ok(Str(Cow::Borrowed(v)))
+            }
+            fn visit_str<E>(self, v: &str) -> Result<Str<'a>, E> {
+                Ok(Str(Cow::Owned(v.to_owned())))
+            }
+        }
+        d.deserialize_str(V(std::marker::PhantomData))
+    }
 }
 
 /// Like `Option<&RawValue>`, but an explicit JSON `null` is `Some("null")`, not `None`.
@@ -259,13 +283,13 @@ pub fn parse(line: &[u8]) -> Message<'_> {
         Err(e) => return Message::Unparsable(format!("parse error: {e}")),
     };
     let id = env.id.filter(|id| valid_id(id));
-    let Some(method) = env.method else {
+    let Some(Str(method)) = env.method else {
         return response(env.id, env.result, env.error);
     };
     let problem = if env.id.is_some() && id.is_none() {
         // JSON-RPC ids are strings, numbers or null; any other id is not echoed.
         Some("id must be a string, a number or null".to_owned())
-    } else if let Some(v) = env.jsonrpc.as_deref().filter(|v| *v != "2.0") {
+    } else if let Some(v) = env.jsonrpc.as_ref().map(|v| &*v.0).filter(|v| *v != "2.0") {
         Some(format!(
             "unsupported jsonrpc version {v:?}, expected \"2.0\""
         ))

@@ -26,11 +26,13 @@ pub struct Options {
     pub handle_signals: bool,
     /// How long an extra worker thread waits for more work before it exits. Default 50 ms.
     pub worker_linger: Duration,
-    /// How long the dispatch and writer threads poll for the next message (yielding the
-    /// CPU on each turn) before they sleep. A cross-vCPU wake-up costs 20-25 µs on a VM, so
-    /// this cuts round-trip latency several times in a busy exchange, for at most this
-    /// much CPU time per message; an idle plugin sleeps. Ignored where only one CPU is
-    /// usable. Default 100 µs; `Duration::ZERO` never polls.
+    /// The longest the dispatch thread polls for the next request before it sleeps, and
+    /// the gap between requests below which it polls at all. A cross-vCPU wake-up costs
+    /// 20-25 µs on a VM, so in a busy exchange polling saves it; at a paced load it would
+    /// only burn CPU. So the thread polls only while the average gap between requests is
+    /// under this value, for at most twice that gap, and never more than a quarter of the
+    /// wall time (a token bucket); an idle or paced plugin never polls. Ignored where only
+    /// one CPU is usable. Default 100 µs; `Duration::ZERO` never polls.
     pub spin: Duration,
 }
 
