@@ -33,7 +33,9 @@ fn is_clear_refusal(e: &Error) -> bool {
         Error::FrameTooLarge { max, .. } => *max == CAP,
         Error::Protocol(why) => {
             why.starts_with("file transport path ")
-                && ["a symlink", "cannot open", "not a regular file", "grew"]
+                // "other links": the race replaced the file right after the host opened
+                // it (its link count fell to 0), which the host refuses as well.
+                && ["a symlink", "cannot open", "not a regular file", "grew", "other links"]
                     .iter()
                     .any(|r| why.contains(r))
         }

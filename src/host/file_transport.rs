@@ -99,8 +99,12 @@ fn checked_size(meta: &Metadata, max: usize) -> Result<usize, Refusal> {
     if !meta.file_type().is_file() {
         return Err(Refusal::Why("not a regular file"));
     }
+    // Exactly one name: a second one could be a hard link to a file from elsewhere, and
+    // none means the plugin replaced the file right after the host opened it.
     if meta.nlink() != 1 {
-        return Err(Refusal::Why("the file has other links"));
+        return Err(Refusal::Why(
+            "the file has other links, or was replaced while it was opened",
+        ));
     }
     let size = usize::try_from(meta.len()).unwrap_or(usize::MAX);
     if size > max {

@@ -202,7 +202,7 @@ impl Service {
         }
         self.pool.replying();
         scratch.replying = true;
-        self.peer.out.send_ref(&scratch.frame, self.more());
+        self.peer.out.send_buffer(&mut scratch.frame, self.more());
     }
 
     /// Answers `SHUTTING_DOWN` to invokes that never started, waiting for output room
@@ -250,7 +250,7 @@ impl Service {
                 self.pool.replying();
                 scratch.replying = true;
             }
-            if !self.peer.out.send_ref(&scratch.frame, self.more()) {
+            if !self.peer.out.send_buffer(&mut scratch.frame, self.more()) {
                 log::debug!("executa: an invoke reply was lost: the output is closed");
             }
         }

@@ -36,7 +36,13 @@ pub(crate) struct Output {
     queue: Outbox,
     broken: AtomicBool,
     events: Notifier,
+    /// Buffers of queued frames, back from the writer for the next burst.
+    spares: Mutex<Vec<Vec<u8>>>,
 }
+
+/// Frame buffers kept for reuse, and the largest kept.
+const SPARES: usize = 64;
+const SPARE_BYTES: usize = 16 * 1024;
 
 impl Output {
     /// An output over `out`, and the queue end for the writer thread ([`Output::write_loop`]).
@@ -47,6 +53,7 @@ impl Output {
             queue,
             broken: AtomicBool::new(false),
             events,
+            spares: Mutex::new(Vec::new()),
         };
         (output, inbox)
     }
@@ -69,16 +76,33 @@ impl Output {
         self.queue.send(frame)
     }
 
-    /// As [`Output::send`] for a frame the caller keeps (a reused buffer): copied only when
-    /// it has to be queued.
-    pub fn send_ref(&self, frame: &[u8], more: bool) -> bool {
+    /// As [`Output::send`] for a frame in the caller's reused buffer. Written straight out
+    /// it stays there; queued, the buffer goes with it and the caller gets a spare one back
+    /// (the writer returns buffers it has written), so a burst allocates nothing.
+    pub fn send_buffer(&self, frame: &mut Vec<u8>, more: bool) -> bool {
         if self.is_broken() {
             return false;
         }
         if !more && let Some(written) = self.try_direct(frame) {
             return written;
         }
-        self.queue.send(frame.to_vec())
+        let spare = self.spares().pop().unwrap_or_default();
+        self.queue.send(std::mem::replace(frame, spare))
+    }
+
+    fn spares(&self) -> MutexGuard<'_, Vec<Vec<u8>>> {
+        crate::lock::lock(&self.spares)
+    }
+
+    /// Keeps a written frame's buffer for reuse (a few, and none that grew large).
+    fn give_back(&self, mut frame: Vec<u8>) {
+        if frame.capacity() <= SPARE_BYTES {
+            let mut spares = self.spares();
+            if spares.len() < SPARES {
+                frame.clear();
+                spares.push(frame);
+            }
+        }
     }
 
     /// Sends a frame, waiting at most `wait` for room in the queue (a direct write may
@@ -182,6 +206,7 @@ impl Output {
                     Out::Frame(frame) => {
                         self.write(guard.as_mut(), |s| s.write_all(&frame));
                         inbox.written(frame.len());
+                        self.give_back(frame);
                     }
                     Out::Close => {
                         self.write(guard.as_mut(), Write::flush);
@@ -235,7 +260,9 @@ mod tests {
         let rec = Recorder::default();
         let (out, _inbox) = output(&rec);
         assert!(out.send(b"one\n".to_vec(), false));
-        assert!(out.send_ref(b"two\n", false));
+        let mut two = b"two\n".to_vec();
+        assert!(out.send_buffer(&mut two, false));
+        assert_eq!(two, b"two\n", "written straight out: the buffer stays");
         assert_eq!(&*rec.data.lock().unwrap(), b"one\ntwo\n");
     }
 
@@ -253,6 +280,31 @@ mod tests {
         out.write_loop(&inbox);
         assert_eq!(&*rec.data.lock().unwrap(), b"a\nb\n");
         assert_eq!(*rec.writes.lock().unwrap(), 1, "one write for the burst");
+        assert_eq!(
+            out.spares().len(),
+            2,
+            "the written buffers come back for reuse"
+        );
+    }
+
+    #[test]
+    fn a_queued_buffer_is_replaced_by_a_spare() {
+        let rec = Recorder::default();
+        let (out, inbox) = output(&rec);
+        let mut frame = Vec::with_capacity(64);
+        frame.extend_from_slice(b"x\n");
+        let ptr = frame.as_ptr();
+        assert!(out.send_buffer(&mut frame, true));
+        assert!(frame.is_empty(), "the frame went with the queue");
+        assert!(out.close(Duration::from_secs(1)));
+        out.write_loop(&inbox);
+        let mut next = Vec::new();
+        assert!(out.send_buffer(&mut next, true));
+        assert_eq!(
+            next.as_ptr(),
+            ptr,
+            "the written buffer came back as the spare"
+        );
     }
 
     #[test]
