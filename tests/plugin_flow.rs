@@ -284,8 +284,23 @@ fn the_plugin_exits_once_its_handlers_end_after_the_host_closes_its_stdout() {
                 .unwrap(),
         ),
     ));
+    // ...and goes on writing requests, which can no longer be answered.
+    let writing = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let still = writing.clone();
+    let writer = thread::spawn(move || {
+        let mut id = 100u64;
+        while still.load(std::sync::atomic::Ordering::SeqCst) {
+            id += 1;
+            let line = format!("{{\"jsonrpc\":\"2.0\",\"id\":{id},\"method\":\"health\"}}\n");
+            if stdin.write_all(line.as_bytes()).is_err() {
+                return;
+            }
+        }
+    });
     let status = p.wait_exit(Duration::from_secs(10));
     let took = closed.elapsed();
+    writing.store(false, std::sync::atomic::Ordering::SeqCst);
+    let _ = writer.join();
     assert_eq!(status.code(), Some(0));
     // The grace period is 4 s; the last handler ends at 0.6 s. Well under the grace,
     // with a margin for a loaded machine, says it did not wait for the grace.
@@ -294,7 +309,6 @@ fn the_plugin_exits_once_its_handlers_end_after_the_host_closes_its_stdout() {
         took >= Duration::from_millis(400),
         "exited before its handler ended"
     );
-    drop(stdin);
 }
 
 #[test]

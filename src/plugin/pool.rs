@@ -139,12 +139,12 @@ impl<J: Waiting> Pool<J> {
         s.idle -= 1;
     }
 
-    /// A thread finished a job and is idle again. Returns `true` when draining and
-    /// everything is quiet.
+    /// A thread finished a job and is idle again. Returns `true` when draining and the
+    /// main thread should look again (see `settled`).
     pub fn done(&self) -> bool {
         let mut s = self.threads();
         s.idle += 1;
-        s.draining && self.quiet(&s)
+        s.draining && self.settled(&s)
     }
 
     /// A thread has its last reply in hand and only has to write it: it counts as idle
@@ -157,11 +157,11 @@ impl<J: Waiting> Pool<J> {
     }
 
     /// The reply announced by [`Pool::replying`] is written. Returns `true` when draining
-    /// and everything is quiet.
+    /// and the main thread should look again (see `settled`).
     pub fn replied(&self) -> bool {
         let mut s = self.threads();
         s.writing -= 1;
-        s.draining && self.quiet(&s)
+        s.draining && self.settled(&s)
     }
 
     /// An idle extra worker's wait ran out: it may exit unless queued work would then be
@@ -245,6 +245,13 @@ impl<J: Waiting> Pool<J> {
         let mut s = self.threads();
         s.draining = true;
         self.quiet(&s)
+    }
+
+    /// What the draining main thread waits for: everything quiet, or no handler running
+    /// (which is all it waits for once the output is gone, while the host may still be
+    /// writing requests that keep the queue from ever running empty).
+    fn settled(&self, s: &Threads) -> bool {
+        self.quiet(s) || self.slots().running == 0
     }
 
     /// Nothing queued, no invoke running or waiting, and no thread in the middle of a job
