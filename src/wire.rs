@@ -89,6 +89,12 @@ impl<R: Read> FrameReader<R> {
         }
     }
 
+    /// Whether a whole frame is already buffered, so [`FrameReader::next_frame`] would
+    /// return without reading (a caller may hold its replies until it would block).
+    pub fn has_buffered_frame(&self) -> bool {
+        self.inner.buffer().contains(&b'\n')
+    }
+
     /// Reads one raw line into `self.line` (keeping at most `max` bytes, then only the head).
     /// Returns the line's full length, or `None` at end of input with nothing read.
     fn read_line(&mut self) -> io::Result<Option<usize>> {

@@ -23,6 +23,7 @@ use super::job::{InvokeJob, Job, Line, Method};
 use super::pool::{Admission, Admit};
 use super::reverse::InvokeLink;
 use super::service::Service;
+use super::tool::Tool;
 
 #[derive(Deserialize)]
 struct InvokeParams<'a> {
@@ -44,11 +45,14 @@ struct InvokeParams<'a> {
 #[derive(Default)]
 pub(crate) struct Scratch {
     /// The reply being built.
-    frame: Vec<u8>,
+    pub frame: Vec<u8>,
     /// Set once this job's last reply is in hand (see `Pool::replying`).
     replying: bool,
     /// The link of this thread's last invoke, reused when no handle to it survived.
     link: Option<Arc<InvokeLink>>,
+    /// Whether this is the reader's scratch (its runs are timed more strictly, see
+    /// `quick.rs`).
+    pub on_reader: bool,
 }
 
 /// A reply frame grown past this is given back rather than kept for the next reply.
@@ -141,7 +145,7 @@ impl Service {
                 id: Some(id),
                 method: Method::Invoke,
                 params,
-            } => self.invoke(line, id, params, scratch),
+            } => self.invoke(InvokeJob { line, id, params }, scratch),
             Job::Request {
                 line,
                 id: Some(id),
@@ -225,14 +229,9 @@ impl Service {
         }
     }
 
-    fn invoke(
-        &self,
-        line: Line,
-        id: Range<usize>,
-        params: Option<Range<usize>>,
-        scratch: &mut Scratch,
-    ) {
-        let job = InvokeJob { line, id, params };
+    /// Admits an invoke and runs it on this thread (or leaves it waiting for a slot), with
+    /// the replies written as a dispatch thread writes them.
+    pub(crate) fn invoke(&self, job: InvokeJob, scratch: &mut Scratch) {
         match self.pool.admit(job) {
             Admit::Run(job) => self.run_invokes(job, scratch),
             Admit::Deferred => {}
@@ -241,7 +240,7 @@ impl Service {
     }
 
     /// Runs an admitted invoke, then any invokes that waited for its slot.
-    fn run_invokes(&self, first: InvokeJob, scratch: &mut Scratch) {
+    pub(crate) fn run_invokes(&self, first: InvokeJob, scratch: &mut Scratch) {
         let mut next = Some(first);
         while let Some(job) = next {
             self.execute(job, scratch);
@@ -250,52 +249,81 @@ impl Service {
                 self.pool.replying();
                 scratch.replying = true;
             }
-            if !self.peer.out.send_buffer(&mut scratch.frame, self.more()) {
-                log::debug!("executa: an invoke reply was lost: the output is closed");
-            }
+            self.peer.out.send_buffer(&mut scratch.frame, self.more());
         }
     }
 
     /// Reads the invoke's params (once, borrowed from its line), runs the handler and
     /// builds the response frame in `scratch.frame`.
-    fn execute(&self, job: InvokeJob, scratch: &mut Scratch) {
-        let InvokeJob { line, id, params } = job;
+    pub(crate) fn execute(&self, job: InvokeJob, scratch: &mut Scratch) {
+        // Always run: the closure agrees, so the job never comes back.
+        let _ = self.execute_if(job, scratch, &mut |_| true);
+    }
+
+    /// As [`Service::execute`], but the handler runs only if `go` agrees for its tool
+    /// (`go` may take a slot for it); otherwise the job comes back untouched. A request
+    /// that fails before a handler is chosen (bad params, unknown tool) is answered in
+    /// `scratch.frame` without asking `go`. Returns whether `go` was asked and agreed.
+    pub(crate) fn execute_if(
+        &self,
+        job: InvokeJob,
+        scratch: &mut Scratch,
+        go: &mut dyn FnMut(&Tool) -> bool,
+    ) -> Result<bool, InvokeJob> {
         let frame = &mut scratch.frame;
         frame.clear();
-        let id = line.bytes(&id);
         // The reader parsed this line, so it is UTF-8; parsing from `str` then borrows
         // every string without checking it again.
-        let text = std::str::from_utf8(line.all()).unwrap_or("");
-        let params = params.and_then(|p| text.get(p)).unwrap_or("null");
-        match serde_json::from_str::<InvokeParams<'_>>(params) {
-            Ok(p) => self.run_tool(id, p, frame, &mut scratch.link),
+        let text = std::str::from_utf8(job.line.all()).unwrap_or("");
+        let params = job
+            .params
+            .clone()
+            .and_then(|p| text.get(p))
+            .unwrap_or("null");
+        let id = job.line.bytes(&job.id);
+        let ran = match serde_json::from_str::<InvokeParams<'_>>(params) {
+            Ok(p) => match self.tool_index(&p.tool) {
+                Some(index) if !go(&self.tools[index]) => {
+                    drop(p);
+                    return Err(job);
+                }
+                Some(index) => {
+                    self.run_tool(id, index, p, frame, &mut scratch.link, scratch.on_reader);
+                    true
+                }
+                None => {
+                    let msg = format!("unknown tool: {}", p.tool);
+                    let error = RpcError::with_code(codes::METHOD_NOT_FOUND, "TOOL_NOT_FOUND", msg);
+                    wire::write_error_to(frame, id, &error);
+                    false
+                }
+            },
             Err(e) => {
                 let msg =
                     format!("invalid invoke params (expected {{tool, arguments, context}}): {e}");
                 wire::write_error_to(frame, id, &RpcError::new(codes::INVALID_PARAMS, msg));
+                false
             }
-        }
+        };
         // Every reply counts against the platform's payload cap, failures included.
         if frame.len() > self.opts.max_result_bytes {
             let size = frame.len();
             frame.clear();
             self.too_large(frame, id, size);
         }
-        self.intake.recycle(line.into_buffer());
+        self.intake.recycle(job.line.into_buffer());
+        Ok(ran)
     }
 
     fn run_tool(
         &self,
         id: &[u8],
+        index: usize,
         p: InvokeParams<'_>,
         frame: &mut Vec<u8>,
         link: &mut Option<Arc<InvokeLink>>,
+        on_reader: bool,
     ) {
-        let Some(index) = self.tool_index(&p.tool) else {
-            let msg = format!("unknown tool: {}", p.tool);
-            let error = RpcError::with_code(codes::METHOD_NOT_FOUND, "TOOL_NOT_FOUND", msg);
-            return wire::write_error_to(frame, id, &error);
-        };
         let tool = &self.tools[index];
         let arguments = p
             .arguments
@@ -319,11 +347,17 @@ impl Service {
         frame.extend_from_slice(id);
         frame.extend_from_slice(b",\"result\":{\"success\":true,\"data\":");
         let data_at = frame.len();
+        let started = Instant::now();
         let outcome = catch_unwind(AssertUnwindSafe(|| {
             (tool.handler)(arguments, &tool.params, &invocation, frame)
         }));
         // The invoke ends here: its secrets are wiped and its handles refuse new calls.
-        *link = Some(invocation.end());
+        let ended = invocation.end();
+        if !self.opts.inline.is_zero() {
+            let (took, called) = (started.elapsed(), ended.called_host());
+            tool.quick.record(took, called, self.opts.inline, on_reader);
+        }
+        *link = Some(ended);
         match outcome {
             Ok(Ok(())) => {
                 if frame.get(data_at) != Some(&b'{') {

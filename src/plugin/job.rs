@@ -75,6 +75,19 @@ pub(crate) enum Job {
 }
 
 impl Job {
+    /// The invoke in this job, or the job back when it is something else.
+    pub fn into_invoke(self) -> Result<InvokeJob, Job> {
+        match self {
+            Job::Request {
+                line,
+                id: Some(id),
+                method: Method::Invoke,
+                params,
+            } => Ok(InvokeJob { line, id, params }),
+            other => Err(other),
+        }
+    }
+
     /// Bytes this job holds while it waits.
     pub fn weight(&self) -> usize {
         match self {
@@ -117,6 +130,16 @@ pub(crate) struct InvokeJob {
 }
 
 impl InvokeJob {
+    /// The queued form of this invoke.
+    pub fn into_job(self) -> Job {
+        Job::Request {
+            line: self.line,
+            id: Some(self.id),
+            method: Method::Invoke,
+            params: self.params,
+        }
+    }
+
     /// The request id, as the host sent it.
     pub fn id(&self) -> &[u8] {
         self.line.bytes(&self.id)

@@ -65,15 +65,16 @@ impl Output {
 
     /// Sends a frame: straight out when the output is idle and `more` is false (no more
     /// work right behind it), else through the writer's queue, waiting for room while the
-    /// host is not reading. Returns `false` when the output is closed.
+    /// host is not reading. Returns `false` when the output is closed (the frame is lost,
+    /// and logged at debug level).
     pub fn send(&self, frame: Vec<u8>, more: bool) -> bool {
         if self.is_broken() {
-            return false;
+            return lost();
         }
         if !more && let Some(written) = self.try_direct(&frame) {
             return written;
         }
-        self.queue.send(frame)
+        self.queue.send(frame) || lost()
     }
 
     /// As [`Output::send`] for a frame in the caller's reused buffer. Written straight out
@@ -81,13 +82,13 @@ impl Output {
     /// (the writer returns buffers it has written), so a burst allocates nothing.
     pub fn send_buffer(&self, frame: &mut Vec<u8>, more: bool) -> bool {
         if self.is_broken() {
-            return false;
+            return lost();
         }
         if !more && let Some(written) = self.try_direct(frame) {
             return written;
         }
         let spare = self.spares().pop().unwrap_or_default();
-        self.queue.send(std::mem::replace(frame, spare))
+        self.queue.send(std::mem::replace(frame, spare)) || lost()
     }
 
     fn spares(&self) -> MutexGuard<'_, Vec<Vec<u8>>> {
@@ -221,6 +222,14 @@ impl Output {
         }
         *self.lock_sink() = None;
     }
+}
+
+/// Notes a frame that could not be sent because the output is closed (the one way a
+/// reply may go missing); returns `false` for the caller.
+#[cold]
+fn lost() -> bool {
+    log::debug!("executa: a frame was not sent: the output is closed");
+    false
 }
 
 #[cfg(test)]

@@ -164,6 +164,20 @@ impl<J: Waiting> Pool<J> {
         s.draining && self.settled(&s)
     }
 
+    /// A reply held by the reader (see `reader.rs`), to be written with its batch: the
+    /// plugin is not quiet until [`Pool::written`].
+    pub fn holding(&self) {
+        self.threads().writing += 1;
+    }
+
+    /// `n` replies counted by [`Pool::holding`] are written. Returns `true` when draining
+    /// and the main thread should look again (see `settled`).
+    pub fn written(&self, n: usize) -> bool {
+        let mut s = self.threads();
+        s.writing -= n;
+        s.draining && self.settled(&s)
+    }
+
     /// An idle extra worker's wait ran out: it may exit unless queued work would then be
     /// left without an idle thread.
     pub fn may_exit(&self) -> bool {
@@ -210,6 +224,19 @@ impl<J: Waiting> Pool<J> {
                 .wait(slots)
                 .unwrap_or_else(std::sync::PoisonError::into_inner);
         }
+    }
+
+    /// Takes a slot for an invoke the reader runs itself, only when one is free at once
+    /// and no invoke waits for one (the reader never waits, nor jumps the line).
+    pub fn try_start(&self) -> bool {
+        let mut slots = self.slots();
+        let free = slots.intake != Admission::Closed
+            && slots.waiting.is_empty()
+            && slots.running < self.limit;
+        if free {
+            slots.running += 1;
+        }
+        free
     }
 
     /// An invoke finished: returns the next waiting one to run in its slot, if any.

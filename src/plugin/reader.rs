@@ -8,6 +8,7 @@
 //! refusal is a reply like any other: it waits for room in the output (the host only has to
 //! read), and is never dropped unless the output is closed.
 
+use std::any::Any;
 use std::io::Read;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -19,40 +20,190 @@ use crate::error::{RpcError, codes};
 use crate::id::Id;
 use crate::wire::{self, Frame, FrameReader, Message};
 
+use super::dispatch::Scratch;
 use super::events::Event;
-use super::job::{Job, Line, Method, span_of};
+use super::job::{InvokeJob, Job, Line, Method, span_of};
+use super::relay::ReadRole;
 use super::service::Service;
 
 /// Refusals are logged at most this often, as a count.
 const REFUSAL_LOG_EVERY: Duration = Duration::from_secs(1);
 
-/// Reads until end of input, then fails every waiting reverse call and reports.
-pub(crate) fn run<R: Read>(input: R, svc: Arc<Service>, jobs: Sender<Job>) {
-    let mut frames = FrameReader::new(input, svc.opts.max_frame_bytes);
-    let mut reader = Reader {
-        svc,
-        jobs,
-        refused: 0,
-        logged: None,
+/// Replies the reader holds before writing them, in bytes (it writes sooner when it has
+/// read everything buffered, i.e. before a read could block).
+const BATCH_BYTES: usize = 16 * 1024;
+
+/// Starts the reader thread, which reads until end of input, then fails every waiting
+/// reverse call and reports.
+pub(crate) fn start<R: Read + Send + 'static>(
+    input: R,
+    svc: Arc<Service>,
+    jobs: Sender<Job>,
+) -> std::io::Result<()> {
+    let frames = FrameReader::new(input, svc.opts.max_frame_bytes);
+    let relay = svc.relay.clone();
+    let state = ReadState {
+        frames,
+        reader: Reader {
+            svc,
+            jobs,
+            refused: 0,
+            logged: None,
+        },
     };
+    // The first reader starts the way a relief reader does: one thread start-up in the
+    // binary, not two.
+    relay.park(Box::new(state));
+    relay.relieve()
+}
+
+/// What the reading role carries from thread to thread (see `relay.rs`).
+pub(crate) struct ReadState<R> {
+    frames: FrameReader<R>,
+    reader: Reader,
+}
+
+impl<R: Read + Send + 'static> ReadRole for ReadState<R> {
+    fn start_reader(&self) -> std::io::Result<()> {
+        let svc = self.reader.svc.clone();
+        crate::threads::spawn("executa-reader".into(), move || {
+            // `None`: the old reader took its state back first and reads on.
+            let state = svc.relay.take().map(|role| role.downcast::<ReadState<R>>());
+            if let Some(Ok(state)) = state {
+                read_loop(state);
+            }
+        })
+        .map(drop)
+    }
+
+    fn into_any(self: Box<Self>) -> Box<dyn Any> {
+        self
+    }
+}
+
+/// The reader's loop, on whichever thread holds the reading role. Ends at end of input,
+/// or when a call to the host moved the role to a new thread while this one ran an invoke.
+fn read_loop<R: Read + Send + 'static>(mut state: Box<ReadState<R>>) {
+    let svc = state.reader.svc.clone();
+    let mut scratch = Scratch::default();
+    scratch.on_reader = true;
+    let mut batch = Batch::default();
     let why = loop {
-        match frames.next_frame() {
+        if batch.bytes.len() >= BATCH_BYTES || !state.frames.has_buffered_frame() {
+            batch.flush(&svc);
+        }
+        let invoke = match state.frames.next_frame() {
             Ok(None) => break "the host closed stdin".to_owned(),
             Err(e) => {
                 log::error!("executa: reading stdin failed: {e}");
                 break format!("reading stdin failed: {e}");
             }
-            Ok(Some(Frame::Line(line))) => reader.on_line(line),
+            Ok(Some(Frame::Line(line))) => state.reader.on_line(line, &mut batch),
             Ok(Some(Frame::Oversized { head, tail, size })) => {
-                reader.on_oversized(head, tail, size)
+                state.reader.on_oversized(head, tail, size, &mut batch);
+                None
+            }
+        };
+        if let Some(job) = invoke {
+            match run_inline(&svc, state, job, &mut scratch, &mut batch) {
+                Some(back) => state = back,
+                None => return batch.flush(&svc),
             }
         }
     };
-    reader.log_refusals(true);
-    let Reader { svc, jobs, .. } = reader;
+    batch.flush(&svc);
+    state.reader.log_refusals(true);
+    let ReadState {
+        reader: Reader { svc, jobs, .. },
+        ..
+    } = *state;
     svc.peer.pending.close(&why);
     drop(jobs);
     svc.events.notify(Event::InputClosed);
+}
+
+/// Runs an invoke on the reader thread if its tool is quick and a slot is free, with the
+/// reading state parked meanwhile; queues it otherwise. Returns the state, or `None` when
+/// a call to the host moved it to a new reader (this thread then finishes and ends).
+fn run_inline<R: Read + Send + 'static>(
+    svc: &Arc<Service>,
+    state: Box<ReadState<R>>,
+    job: InvokeJob,
+    scratch: &mut Scratch,
+    batch: &mut Batch,
+) -> Option<Box<ReadState<R>>> {
+    let mut kept = Some(state);
+    let outcome = svc.execute_if(job, scratch, &mut |tool| {
+        let go = tool.quick.is_quick() && svc.pool.try_start();
+        if go && let Some(state) = kept.take() {
+            svc.relay.park(state);
+            // A call registered just before the park may not have seen it: look again.
+            if svc.peer.pending.len() > 0 {
+                let _ = svc.relay.relieve();
+            }
+        }
+        go
+    });
+    match outcome {
+        Ok(true) => {
+            // Still parked: an invoke that waited for the slot may call the host too.
+            batch.run_slot(svc, scratch);
+            kept = svc
+                .relay
+                .take()
+                .and_then(|role| role.downcast::<ReadState<R>>().ok());
+        }
+        Ok(false) => batch.add(svc, &scratch.frame),
+        Err(job) => {
+            if let Some(state) = &mut kept {
+                state.reader.queue(job.into_job(), batch);
+            }
+        }
+    }
+    kept
+}
+
+/// Replies the reader made itself, written together: one write per read from stdin in a
+/// burst, like a single-threaded loop. Each counts as a reply in hand for the drain (see
+/// `Pool::holding`) until written.
+#[derive(Default)]
+struct Batch {
+    bytes: Vec<u8>,
+    held: usize,
+}
+
+impl Batch {
+    fn add(&mut self, svc: &Service, frame: &[u8]) {
+        svc.pool.holding();
+        self.held += 1;
+        self.bytes.extend_from_slice(frame);
+    }
+
+    /// Adds the reply of an invoke that held a slot (in `scratch.frame`), then runs the
+    /// invokes that waited for the slot, as the thread whose invoke finished always does.
+    fn run_slot(&mut self, svc: &Service, scratch: &mut Scratch) {
+        self.add(svc, &scratch.frame);
+        while let Some(job) = svc.pool.finish() {
+            svc.execute(job, scratch);
+            self.add(svc, &scratch.frame);
+        }
+    }
+
+    /// Writes what is held: straight out when the output is idle, else through the
+    /// writer's queue (waiting for room while the host does not read).
+    fn flush(&mut self, svc: &Service) {
+        if self.held == 0 {
+            return;
+        }
+        svc.peer.out.send_buffer(&mut self.bytes, false);
+        self.bytes.clear();
+        if self.bytes.capacity() > 4 * BATCH_BYTES {
+            self.bytes = Vec::new();
+        }
+        if svc.pool.written(std::mem::take(&mut self.held)) {
+            svc.events.notify(Event::Drained);
+        }
+    }
 }
 
 struct Reader {
@@ -64,13 +215,15 @@ struct Reader {
 }
 
 impl Reader {
-    fn on_line(&mut self, line: &[u8]) {
+    /// Handles one line. Returns an invoke the caller may run itself (see `quick.rs`).
+    fn on_line(&mut self, line: &[u8], batch: &mut Batch) -> Option<InvokeJob> {
         let job = match wire::parse(line) {
             Message::Request {
                 id: None, method, ..
             } => {
                 // A notification is never answered; none needs the dispatch side.
-                return log::debug!("executa: ignoring notification {method}");
+                log::debug!("executa: ignoring notification {method}");
+                return None;
             }
             Message::Request {
                 id: Some(id),
@@ -81,7 +234,8 @@ impl Reader {
                     span_of(line, id.get()),
                     params.map(|p| span_of(line, p.get())),
                 ) else {
-                    return log::error!("executa: internal error: a parsed id is not in its line");
+                    log::error!("executa: internal error: a parsed id is not in its line");
+                    return None;
                 };
                 let mut buf = self.svc.intake.buffer(line.len());
                 buf.extend_from_slice(line);
@@ -97,7 +251,7 @@ impl Reader {
                     .map(ToOwned::to_owned)
                     .map_err(wire::parse_error_object);
                 self.svc.peer.pending.settle(id, answer);
-                return;
+                return None;
             }
             Message::Invalid { id, reason } => Job::Reject {
                 id: id.map_or_else(Id::null, Id::from_raw),
@@ -110,16 +264,33 @@ impl Reader {
             // A broken answer to one of our calls fails that call (answering an answer
             // would only confuse the host). With any other id it is a broken request.
             Message::BadResponse { id, reason } if self.svc.peer.pending.is_ours(id) => {
-                return self.on_bad_answer(id, &reason);
+                self.on_bad_answer(id, &reason);
+                return None;
             }
             Message::BadResponse { id, reason } => Job::Reject {
                 id: Id::from_raw(id),
                 error: RpcError::new(codes::INVALID_REQUEST, reason),
             },
             Message::Ignored(reason) => {
-                return log::warn!("executa: dropped an invalid notification: {reason}");
+                log::warn!("executa: dropped an invalid notification: {reason}");
+                return None;
             }
         };
+        if self.svc.may_inline() {
+            match job.into_invoke() {
+                Ok(invoke) => return Some(invoke),
+                Err(job) => self.queue(job, batch),
+            }
+        } else {
+            self.queue(job, batch);
+        }
+        None
+    }
+
+    /// Queues a job for the dispatch side, or refuses it (see [`Reader::enqueue`]). The
+    /// replies held so far are written first, since queueing may wait.
+    fn queue(&mut self, job: Job, batch: &mut Batch) {
+        batch.flush(&self.svc);
         if let Err(job) = self.enqueue(job) {
             self.refuse(job);
         }
@@ -141,7 +312,7 @@ impl Reader {
         }
     }
 
-    fn on_oversized(&mut self, head: &[u8], tail: &[u8], size: usize) {
+    fn on_oversized(&mut self, head: &[u8], tail: &[u8], size: usize, batch: &mut Batch) {
         let max = self.svc.opts.max_frame_bytes;
         // A non-scalar id in the head is answered with `null`, as in a normal frame.
         let mut head = wire::scan_head(head);
@@ -167,9 +338,7 @@ impl Reader {
             return;
         }
         let id = head.id.unwrap_or_else(Id::null);
-        if let Err(job) = self.enqueue(Job::Reject { id, error }) {
-            self.refuse(job);
-        }
+        self.queue(Job::Reject { id, error }, batch);
     }
 
     /// Queues a job, waiting for room unless a handler waits on the host: then a job that
@@ -229,9 +398,7 @@ impl Reader {
         drop(job);
         self.refused += 1;
         self.log_refusals(false);
-        if !self.svc.peer.out.send(frame, false) {
-            log::debug!("executa: a refusal was not sent: the output is closed");
-        }
+        self.svc.peer.out.send(frame, false);
     }
 
     /// Logs the refusals counted so far, at most once per [`REFUSAL_LOG_EVERY`] (`last`:

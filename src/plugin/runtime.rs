@@ -79,10 +79,7 @@ where
         writer_svc.events.notify(Event::WriterDone);
     })?;
     svc.start_thread(true)?;
-    let reader_svc = svc.clone();
-    crate::threads::spawn("executa-reader".into(), move || {
-        super::reader::run(input, reader_svc, jobs_tx)
-    })?;
+    super::reader::start(input, svc.clone(), jobs_tx)?;
 
     let mut watch = Watch {
         events,

@@ -17,6 +17,7 @@ use super::job::{InvokeJob, Job};
 use super::options::Options;
 use super::output::Output;
 use super::pool::Pool;
+use super::relay::Relay;
 use super::reverse::Peer;
 use super::reverse::pending::Pending;
 use super::session::Session;
@@ -44,6 +45,8 @@ pub(crate) struct Service {
     pub poll: Duration,
     /// Set by the writer thread when it has flushed and stopped.
     pub writer_done: AtomicBool,
+    /// Where the reader parks its reading while it runs an invoke itself.
+    pub relay: Arc<Relay>,
 }
 
 /// The parts of a plugin the runtime needs.
@@ -62,9 +65,10 @@ impl Service {
     pub(crate) fn new(parts: Parts, out: Output, events: Notifier, jobs: Receiver<Job>) -> Service {
         let poll = spin::effective(parts.opts.spin);
         let intake = Intake::new(jobs.capacity().unwrap_or(1));
+        let relay = Arc::new(Relay::default());
         let peer = Arc::new(Peer {
             out,
-            pending: Pending::new("ex-", Some(intake.waker())),
+            pending: Pending::new("ex-", Some(intake.waker()), Some(relay.clone())),
             session: Session::default(),
             capabilities: parts.capabilities,
         });
@@ -83,6 +87,7 @@ impl Service {
             jobs,
             poll,
             writer_done: AtomicBool::new(false),
+            relay,
         }
     }
 
@@ -90,5 +95,11 @@ impl Service {
     /// short strings is as fast as hashing and keeps the binary small.
     pub(crate) fn tool_index(&self, name: &str) -> Option<usize> {
         self.tools.iter().position(|t| t.spec.name == name)
+    }
+
+    /// Whether the reader may try to run an invoke itself: some tool is quick, and no
+    /// handler waits on the host (the reader must keep reading for its answer).
+    pub(crate) fn may_inline(&self) -> bool {
+        self.peer.pending.len() == 0 && self.tools.iter().any(|t| t.quick.is_quick())
     }
 }

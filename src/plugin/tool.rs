@@ -10,6 +10,7 @@ use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
 use super::context::Invocation;
+use super::quick::Quickness;
 use crate::arg_path;
 use crate::args::{self, Args};
 use crate::manifest::{Param, ToolSpec};
@@ -136,6 +137,8 @@ pub struct Tool {
     /// The list the args type declares ([`Tool::typed`]), checked against `params`.
     pub(crate) declared: Option<Vec<Param>>,
     pub(crate) handler: Handler,
+    /// Whether its invokes may run on the reader thread (see `quick.rs`).
+    pub(crate) quick: Quickness,
 }
 
 impl Tool {
@@ -172,6 +175,7 @@ impl Tool {
             params: Vec::new(),
             declared: None,
             handler: erased,
+            quick: Quickness::default(),
         }
     }
 

@@ -50,6 +50,8 @@ pub(crate) struct Peer {
 /// What one invoke has used so far.
 #[derive(Default)]
 struct Usage {
+    /// Calls to the host of any kind.
+    calls: u64,
     sampling_calls: u64,
     sampling_tokens: u64,
     storage_calls: u64,
@@ -108,6 +110,11 @@ impl InvokeLink {
 
     fn usage(&self) -> MutexGuard<'_, Usage> {
         crate::lock::lock(&self.usage)
+    }
+
+    /// Whether the invoke called the host (or tried to).
+    pub fn called_host(&self) -> bool {
+        self.usage().calls > 0
     }
 }
 
@@ -312,6 +319,7 @@ impl InvokeHandle {
     fn charge(&self, method: &str, params: &Map<String, Value>) -> Result<()> {
         let (calls, tokens) = self.0.peer.session.sampling_limits();
         let mut usage = self.0.usage();
+        usage.calls += 1;
         if method == "sampling/createMessage" {
             let max_calls = calls.unwrap_or(DEFAULT_MAX_SAMPLING_CALLS);
             if usage.sampling_calls >= max_calls {

@@ -15,6 +15,7 @@ use serde_json::value::RawValue;
 use crate::error::RpcError;
 
 use super::super::intake::Bell;
+use super::super::relay::Relay;
 
 /// What a peer answered: the raw result, or its error object.
 pub(crate) type Answer = Result<Box<RawValue>, RpcError>;
@@ -30,6 +31,9 @@ pub(crate) struct Pending {
     /// Poked when a call is registered, so a reader waiting for queue room looks again:
     /// with a call waiting it must keep reading (the answer may be behind the flood).
     wake: Option<Arc<Bell>>,
+    /// Told of every call, so a reader running an invoke itself hands its reading over
+    /// (the answer comes through stdin; see `relay.rs`).
+    relay: Option<Arc<Relay>>,
 }
 
 struct Table {
@@ -55,7 +59,7 @@ impl Table {
 
 impl Pending {
     /// An empty table. `prefix` must be plain ASCII without quotes.
-    pub fn new(prefix: &'static str, wake: Option<Arc<Bell>>) -> Self {
+    pub fn new(prefix: &'static str, wake: Option<Arc<Bell>>, relay: Option<Arc<Relay>>) -> Self {
         Pending {
             prefix,
             next: AtomicU64::new(1),
@@ -65,6 +69,7 @@ impl Pending {
             }),
             waiting: AtomicUsize::new(0),
             wake,
+            relay,
         }
     }
 
@@ -88,6 +93,14 @@ impl Pending {
         drop(table);
         if let Some(wake) = &self.wake {
             wake.ring();
+        }
+        if let Some(relay) = &self.relay
+            && relay.relieve().is_err()
+        {
+            log::error!(
+                "executa: could not start a reader thread; a call to the host waits until \
+                 the invoke on the reader ends or the call times out"
+            );
         }
         Ok(Ticket {
             number,
@@ -182,7 +195,7 @@ mod tests {
 
     #[test]
     fn each_id_settles_exactly_once() {
-        let p = Pending::new("ex-", None);
+        let p = Pending::new("ex-", None, None);
         let t = p.register().unwrap();
         assert_eq!(t.wire_id.get(), format!("\"ex-{}\"", t.number));
         assert!(p.settle(&t.wire_id, Ok(raw("1"))));
@@ -208,7 +221,7 @@ mod tests {
 
     #[test]
     fn close_wakes_waiters_and_refuses_new_calls() {
-        let p = Pending::new("ex-", None);
+        let p = Pending::new("ex-", None, None);
         let t = p.register().unwrap();
         p.close("host closed stdin");
         assert!(t.answer.recv().is_err());

@@ -1,0 +1,100 @@
+//! Which tools are quick enough for the reader thread to run their invokes itself.
+//!
+//! Handing an invoke to another thread costs a wake-up: 20-30 µs of CPU on a VM, more than
+//! most handlers take. So a tool whose recent runs were all quick ([`Options::inline`]) and
+//! never called the host runs on the reader, one read, one parse and one write per request
+//! like a single-threaded loop. Every run is timed (two clock reads). A slow run elsewhere
+//! only restarts the streak; a slow run on the reader, or a run that called the host (see
+//! `relay.rs`), sends the tool back to the dispatch side for [`PENALTY`] runs, so a tool
+//! that is only sometimes slow stalls the reader at most once per [`PENALTY`] + [`STREAK`]
+//! invokes.
+//!
+//! [`Options::inline`]: super::Options::inline
+
+use std::sync::atomic::{AtomicI32, Ordering};
+use std::time::Duration;
+
+/// Quick runs in a row before a tool runs on the reader.
+pub(crate) const STREAK: i32 = 8;
+
+/// Runs on the dispatch side after a slow run or a call to the host.
+pub(crate) const PENALTY: i32 = 256;
+
+/// A tool's recent record: quick runs in a row, negative while it serves a penalty.
+#[derive(Default)]
+pub(crate) struct Quickness(AtomicI32);
+
+impl Quickness {
+    /// Whether the next invoke may run on the reader.
+    pub fn is_quick(&self) -> bool {
+        self.0.load(Ordering::Relaxed) >= STREAK
+    }
+
+    /// Records one run (`on_reader`: the reader ran it). Racing updates from several
+    /// threads may lose a count, which only shifts when a tool changes sides by a run or two.
+    pub fn record(&self, took: Duration, called_host: bool, limit: Duration, on_reader: bool) {
+        let now = self.0.load(Ordering::Relaxed);
+        let slow = took > limit;
+        let next = if called_host || (slow && on_reader) {
+            -PENALTY
+        } else if slow {
+            now.min(0)
+        } else {
+            now.saturating_add(1).min(STREAK)
+        };
+        if next != now {
+            self.0.store(next, Ordering::Relaxed);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const LIMIT: Duration = Duration::from_micros(50);
+    const FAST: Duration = Duration::from_micros(5);
+
+    const SLOW: Duration = Duration::from_millis(1);
+
+    fn streak(q: &Quickness, runs: i32) {
+        for _ in 0..runs {
+            q.record(FAST, false, LIMIT, false);
+        }
+    }
+
+    #[test]
+    fn a_tool_turns_quick_after_a_streak_and_back_after_one_slow_run_on_the_reader() {
+        let q = Quickness::default();
+        streak(&q, STREAK - 1);
+        assert!(!q.is_quick());
+        q.record(FAST, false, LIMIT, true);
+        assert!(q.is_quick());
+        q.record(SLOW, false, LIMIT, true);
+        assert!(!q.is_quick());
+        streak(&q, PENALTY + STREAK - 1);
+        assert!(!q.is_quick(), "the penalty is served first");
+        streak(&q, 1);
+        assert!(q.is_quick());
+    }
+
+    #[test]
+    fn a_slow_run_elsewhere_only_restarts_the_streak() {
+        let q = Quickness::default();
+        streak(&q, STREAK);
+        q.record(SLOW, false, LIMIT, false);
+        assert!(!q.is_quick());
+        streak(&q, STREAK);
+        assert!(q.is_quick(), "no penalty: the reader was never stalled");
+    }
+
+    #[test]
+    fn a_call_to_the_host_is_never_quick() {
+        let q = Quickness::default();
+        streak(&q, STREAK);
+        q.record(FAST, true, LIMIT, false);
+        assert!(!q.is_quick());
+        streak(&q, STREAK);
+        assert!(!q.is_quick(), "a penalty, wherever it ran");
+    }
+}

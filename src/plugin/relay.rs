@@ -1,0 +1,110 @@
+//! The reading role, and how it is handed over when an invoke the reader runs itself turns
+//! out to wait on the host.
+//!
+//! The reader thread runs quick invokes itself (see `quick.rs`): no hand-off, no second
+//! wake-up. While it does, nobody reads stdin, so the reader first parks its reading state
+//! here. If any thread then starts a call to the host (the handler itself, a thread it
+//! spawned, or another handler it might wait for), the answer could only come through stdin:
+//! that call takes the parked state and starts a new `executa-reader` thread with it, which
+//! reads on while the call waits. The old reader finishes its invoke, replies, and ends.
+//!
+//! The check is race-free: the reader parks and then looks for waiting calls; a call
+//! registers and then looks for a parked reader (both sequentially consistent), so at least
+//! one of them sees the other and the state is never left parked while an answer is due.
+
+use std::any::Any;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// The reading state: a reader loop's input and bookkeeping.
+pub(crate) trait ReadRole: Any + Send {
+    /// Starts a new reader thread, which takes the parked state from the relay (unless the
+    /// old reader took it back first: then the new thread just ends).
+    fn start_reader(&self) -> std::io::Result<()>;
+
+    /// For taking the concrete state back.
+    fn into_any(self: Box<Self>) -> Box<dyn Any>;
+}
+
+#[derive(Default)]
+pub(crate) struct Relay {
+    parked: Mutex<Option<Box<dyn ReadRole>>>,
+    /// Whether the reader runs an invoke with its state parked and no new reader has been
+    /// asked for yet; read without the lock on every call to the host.
+    inline: AtomicBool,
+}
+
+impl Relay {
+    /// Parks the reading state while the reader runs an invoke.
+    pub fn park(&self, role: Box<dyn ReadRole>) {
+        *crate::lock::lock(&self.parked) = Some(role);
+        self.inline.store(true, Ordering::SeqCst);
+    }
+
+    /// Takes the parked state: the reader after its invoke (`None` then means a new reader
+    /// took it, and the caller's thread should end), or the new reader as it starts.
+    pub fn take(&self) -> Option<Box<dyn Any>> {
+        self.inline.store(false, Ordering::SeqCst);
+        let role = crate::lock::lock(&self.parked).take();
+        role.map(ReadRole::into_any)
+    }
+
+    /// Called when a call to the host is registered (and once at start, to start the
+    /// first reader): if a state is parked, a new reader takes over. Cheap otherwise (one
+    /// atomic load). Fails when the thread cannot be started: then the state stays parked
+    /// (a call to the host waits until the running invoke ends or the call times out).
+    pub fn relieve(&self) -> std::io::Result<()> {
+        if !self.inline.swap(false, Ordering::SeqCst) {
+            return Ok(());
+        }
+        let parked = crate::lock::lock(&self.parked);
+        let Some(role) = parked.as_ref() else {
+            return Ok(());
+        };
+        role.start_reader()
+            .inspect_err(|_| self.inline.store(true, Ordering::SeqCst))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+    use std::sync::atomic::AtomicUsize;
+
+    struct Role(Arc<AtomicUsize>);
+
+    impl ReadRole for Role {
+        fn start_reader(&self) -> std::io::Result<()> {
+            self.0.fetch_add(1, Ordering::SeqCst);
+            Ok(())
+        }
+        fn into_any(self: Box<Self>) -> Box<dyn Any> {
+            self
+        }
+    }
+
+    #[test]
+    fn a_call_while_parked_starts_one_new_reader() {
+        let resumed = Arc::new(AtomicUsize::new(0));
+        let relay = Relay::default();
+        relay.relieve().unwrap();
+        relay.park(Box::new(Role(resumed.clone())));
+        relay.relieve().unwrap();
+        relay.relieve().unwrap();
+        assert_eq!(resumed.load(Ordering::SeqCst), 1, "one new reader");
+        assert!(relay.take().is_some(), "the new reader takes the state");
+        assert!(relay.take().is_none(), "and the old one finds it gone");
+    }
+
+    #[test]
+    fn without_a_call_the_reader_gets_its_own_state_back() {
+        let resumed = Arc::new(AtomicUsize::new(0));
+        let relay = Relay::default();
+        relay.park(Box::new(Role(resumed.clone())));
+        let back = relay.take().expect("still parked");
+        assert!(back.downcast::<Role>().is_ok());
+        relay.relieve().unwrap();
+        assert_eq!(resumed.load(Ordering::SeqCst), 0);
+    }
+}

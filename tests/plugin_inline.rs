@@ -1,0 +1,298 @@
+//! Quick invokes on the reader thread (`Options::inline`): when a tool qualifies, that a
+//! call to the host from such an invoke (or from a thread it waits for, or from another
+//! handler it waits for) hands reading over instead of deadlocking, and when a tool is sent
+//! back to the dispatch side. Served in-process over socket pairs; handlers report the
+//! thread they ran on.
+
+mod common;
+
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use common::Conn;
+use crossbeam_channel::bounded;
+use executa::{CreateMessage, Invocation, Options, Plugin, Tool, ToolError};
+use serde_json::{Value, json};
+
+/// The tests count this process's `executa-reader` threads: one at a time.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn serial() -> MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Runs needed before a tool runs on the reader (quick.rs `STREAK`).
+const STREAK: usize = 8;
+
+fn thread_name() -> String {
+    std::thread::current().name().unwrap_or("?").to_owned()
+}
+
+fn sampled(text: &str) -> Value {
+    json!({
+        "role": "assistant",
+        "content": { "type": "text", "text": text },
+        "model": "scripted",
+        "stopReason": "endTurn",
+        "usage": { "inputTokens": 1, "outputTokens": 1, "totalTokens": 2 }
+    })
+}
+
+/// A plugin whose `where` tool says which thread ran it and, with `sample: true`, makes
+/// one sampling call first. `limit` is `Options::inline`.
+fn plugin(limit: Duration) -> Plugin {
+    let opts = Options {
+        inline: limit,
+        ..Options::default()
+    };
+    Plugin::new("inline", "0.0.1")
+        .capability("llm.sample")
+        .options(opts)
+        .tool(Tool::new("where", "", |args: Value, ctx: &Invocation| {
+            let text = if args["sample"] == true {
+                let reply = ctx
+                    .sampling()
+                    .create_message(&CreateMessage::new("hi", 10))
+                    .map_err(|e| ToolError::new(e.to_string()))?;
+                reply.text().to_owned()
+            } else {
+                String::new()
+            };
+            if let Some(ms) = args["sleep_ms"].as_u64() {
+                std::thread::sleep(Duration::from_millis(ms));
+            }
+            Ok::<_, ToolError>(json!({ "thread": thread_name(), "text": text }))
+        }))
+}
+
+fn start(limit: Duration) -> Conn {
+    let mut p = Conn::serve(plugin(limit));
+    p.initialize("2.0", json!({ "sampling": {} }));
+    p
+}
+
+/// Invokes `where` and returns the thread it ran on.
+fn run_where(p: &mut Conn, id: &str, args: Value) -> String {
+    p.invoke(id, "where", args);
+    let quoted = format!("\"{id}\"");
+    let reply = p.recv_until_id(&quoted).0;
+    reply.data()["thread"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no thread in {}", reply.raw))
+        .to_owned()
+}
+
+/// How many `executa-reader` threads this process has now.
+fn readers() -> usize {
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
+        return 0;
+    };
+    tasks
+        .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("comm")).ok())
+        .filter(|name| name.trim() == "executa-reader")
+        .count()
+}
+
+/// Waits (bounded) until exactly one reader thread is left.
+fn wait_one_reader() {
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while readers() != 1 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{} reader threads",
+            readers()
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// Warms `where` up until it runs on the reader; asserts it takes exactly `STREAK` runs.
+fn warm_up(p: &mut Conn) {
+    for i in 0..STREAK {
+        let t = run_where(p, &format!("w{i}"), json!({}));
+        assert_ne!(
+            t, "executa-reader",
+            "run {i} of {STREAK} is not on the reader yet"
+        );
+    }
+    for i in 0..5 {
+        assert_eq!(run_where(p, &format!("r{i}"), json!({})), "executa-reader");
+    }
+}
+
+#[test]
+fn a_quick_tool_moves_to_the_reader_and_a_call_to_the_host_hands_reading_over() {
+    let _one = serial();
+    // A generous limit, so a loaded machine cannot make a run look slow.
+    let mut p = start(Duration::from_secs(1));
+    warm_up(&mut p);
+
+    // On the reader, the handler calls the host: nobody else would read the answer.
+    p.invoke("s", "where", json!({ "sample": true }));
+    let req = p.recv_request("sampling/createMessage");
+    p.answer(&req.v["id"], sampled("answered"));
+    let reply = p.recv_until_id("\"s\"").0;
+    assert_eq!(reply.data()["text"], "answered");
+    assert_eq!(
+        reply.data()["thread"],
+        "executa-reader",
+        "it ran on the old reader"
+    );
+    wait_one_reader();
+
+    // The tool called the host: it is back on the dispatch side.
+    for i in 0..20 {
+        let t = run_where(&mut p, &format!("after{i}"), json!({}));
+        assert_ne!(t, "executa-reader", "run {i} after the call");
+    }
+    p.close_stdin();
+    p.wait_stopped();
+}
+
+#[test]
+fn a_slow_run_on_the_reader_sends_the_tool_back() {
+    let _one = serial();
+    let mut p = start(Duration::from_millis(200));
+    warm_up(&mut p);
+    assert_eq!(
+        run_where(&mut p, "slow", json!({ "sleep_ms": 400 })),
+        "executa-reader",
+        "the reader cannot know in advance"
+    );
+    for i in 0..20 {
+        let t = run_where(&mut p, &format!("after{i}"), json!({}));
+        assert_ne!(t, "executa-reader", "run {i} after the slow one");
+    }
+    p.close_stdin();
+    p.wait_stopped();
+}
+
+#[test]
+fn with_inline_zero_nothing_runs_on_the_reader() {
+    let _one = serial();
+    let mut p = start(Duration::ZERO);
+    for i in 0..3 * STREAK {
+        let t = run_where(&mut p, &format!("z{i}"), json!({}));
+        assert_ne!(t, "executa-reader", "run {i}");
+    }
+    p.close_stdin();
+    p.wait_stopped();
+}
+
+/// A handler on the reader that waits for a thread it spawned, which calls the host; and
+/// one that waits for another handler that calls the host. Both would deadlock if reading
+/// were not handed over.
+#[test]
+fn a_call_from_a_thread_the_reader_waits_for_is_answered() {
+    let _one = serial();
+    let (started_tx, started_rx) = bounded::<()>(1);
+    let (done_tx, done_rx) = bounded::<()>(1);
+    let started_rx = Arc::new(Mutex::new(started_rx));
+    let done_rx = Arc::new(Mutex::new(done_rx));
+    let opts = Options {
+        inline: Duration::from_secs(1),
+        ..Options::default()
+    };
+    let plugin = Plugin::new("inline", "0.0.1")
+        .capability("llm.sample")
+        .options(opts)
+        // Spawns a thread that calls the host and joins it; warmed up with `call: false`.
+        .tool(Tool::new("spawner", "", |args: Value, ctx: &Invocation| {
+            if args["call"] != true {
+                return Ok::<_, ToolError>(json!({ "thread": thread_name() }));
+            }
+            let handle = ctx.handle();
+            let helper = std::thread::spawn(move || {
+                handle.call::<_, Value>(
+                    "sampling/createMessage",
+                    &json!({ "messages": [], "maxTokens": 5 }),
+                )
+            });
+            let answer = helper
+                .join()
+                .map_err(|_| ToolError::new("helper panicked"))?
+                .map_err(|e| ToolError::new(e.to_string()))?;
+            Ok(json!({ "thread": thread_name(), "answer": answer }))
+        }))
+        // Waits until `waiter` runs, then calls the host, then lets `waiter` finish.
+        .tool(Tool::new(
+            "caller",
+            "",
+            move |_: Value, ctx: &Invocation| {
+                let started = started_rx.lock().unwrap();
+                started
+                    .recv_timeout(Duration::from_secs(30))
+                    .map_err(|_| ToolError::new("waiter never started"))?;
+                let reply = ctx
+                    .sampling()
+                    .create_message(&CreateMessage::new("hi", 10))
+                    .map_err(|e| ToolError::new(e.to_string()))?;
+                let _ = done_tx.send(());
+                Ok::<_, ToolError>(json!({ "text": reply.text() }))
+            },
+        ))
+        // Warmed up with `wait: false`; with `wait: true` it waits for `caller` to finish.
+        .tool(Tool::new(
+            "waiter",
+            "",
+            move |args: Value, _: &Invocation| {
+                if args["wait"] == true {
+                    let _ = started_tx.send(());
+                    done_rx
+                        .lock()
+                        .unwrap()
+                        .recv_timeout(Duration::from_secs(30))
+                        .map_err(|_| ToolError::new("deadlocked: caller never finished"))?;
+                }
+                Ok::<_, ToolError>(json!({ "thread": thread_name() }))
+            },
+        ));
+    let mut p = Conn::serve(plugin);
+    p.initialize("2.0", json!({ "sampling": {} }));
+    for tool in ["spawner", "waiter"] {
+        let mut last = String::new();
+        for i in 0..=STREAK {
+            p.invoke(format!("{tool}{i}"), tool, json!({}));
+            let reply = p.recv_until_id(&format!("\"{tool}{i}\"")).0;
+            last = reply.data()["thread"].as_str().unwrap_or("?").to_owned();
+        }
+        assert_eq!(last, "executa-reader", "{tool} is quick now");
+    }
+
+    // The spawned helper's call.
+    p.invoke("sp", "spawner", json!({ "call": true }));
+    let req = p.recv_request("sampling/createMessage");
+    p.answer(&req.v["id"], sampled("from the helper"));
+    let reply = p.recv_until_id("\"sp\"").0;
+    assert_eq!(reply.data()["thread"], "executa-reader");
+    assert_eq!(reply.data()["answer"]["content"]["text"], "from the helper");
+    wait_one_reader();
+
+    // `caller` runs on the dispatch side and waits for `waiter`, which the reader runs.
+    p.invoke("c", "caller", json!({}));
+    p.invoke("w", "waiter", json!({ "wait": true }));
+    let req = p.recv_request("sampling/createMessage");
+    p.answer(&req.v["id"], sampled("to the caller"));
+    let mut replies = Vec::new();
+    while replies.len() < 2 {
+        let m = p.recv();
+        assert!(m.is_response(), "{}", m.raw);
+        replies.push(m);
+    }
+    replies.sort_by_key(|m| m.raw_id());
+    assert_eq!(
+        replies[0].data()["text"],
+        "to the caller",
+        "{}",
+        replies[0].raw
+    );
+    assert_eq!(
+        replies[1].data()["thread"],
+        "executa-reader",
+        "{}",
+        replies[1].raw
+    );
+    wait_one_reader();
+    p.close_stdin();
+    p.wait_stopped();
+}
