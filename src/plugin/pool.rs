@@ -164,17 +164,17 @@ impl<J: Waiting> Pool<J> {
         s.draining && self.settled(&s)
     }
 
-    /// A reply held by the reader (see `reader.rs`), to be written with its batch: the
-    /// plugin is not quiet until [`Pool::written`].
+    /// The reader holds replies to write as one batch (see `reader.rs`): the plugin is not
+    /// quiet until [`Pool::written`].
     pub fn holding(&self) {
         self.threads().writing += 1;
     }
 
-    /// `n` replies counted by [`Pool::holding`] are written. Returns `true` when draining
-    /// and the main thread should look again (see `settled`).
-    pub fn written(&self, n: usize) -> bool {
+    /// The batch counted by [`Pool::holding`] is written. Returns `true` when draining and
+    /// the main thread should look again (see `settled`).
+    pub fn written(&self) -> bool {
         let mut s = self.threads();
-        s.writing -= n;
+        s.writing -= 1;
         s.draining && self.settled(&s)
     }
 

@@ -164,18 +164,23 @@ fn run_inline<R: Read + Send + 'static>(
 }
 
 /// Replies the reader made itself, written together: one write per read from stdin in a
-/// burst, like a single-threaded loop. Each counts as a reply in hand for the drain (see
+/// burst, like a single-threaded loop. A reply waits at most until the reader has handled
+/// the frames already read with it. The batch counts as a reply in hand for the drain (see
 /// `Pool::holding`) until written.
 #[derive(Default)]
 struct Batch {
     bytes: Vec<u8>,
-    held: usize,
+    /// Whether replies are held (and counted by the pool).
+    held: bool,
 }
 
 impl Batch {
     fn add(&mut self, svc: &Service, frame: &[u8]) {
-        svc.pool.holding();
-        self.held += 1;
+        // The whole batch counts as one reply in hand (one lock per batch, not per reply).
+        if !self.held {
+            svc.pool.holding();
+            self.held = true;
+        }
         self.bytes.extend_from_slice(frame);
     }
 
@@ -192,7 +197,7 @@ impl Batch {
     /// Writes what is held: straight out when the output is idle, else through the
     /// writer's queue (waiting for room while the host does not read).
     fn flush(&mut self, svc: &Service) {
-        if self.held == 0 {
+        if !self.held {
             return;
         }
         svc.peer.out.send_buffer(&mut self.bytes, false);
@@ -200,7 +205,8 @@ impl Batch {
         if self.bytes.capacity() > 4 * BATCH_BYTES {
             self.bytes = Vec::new();
         }
-        if svc.pool.written(std::mem::take(&mut self.held)) {
+        self.held = false;
+        if svc.pool.written() {
             svc.events.notify(Event::Drained);
         }
     }

@@ -6,6 +6,8 @@
 //!                       ▼  straight into the waiting handler       ▼
 //!                  pending table                       out (bounded 1024) ──► [executa-writer] ──► host stdout
 //! ```
+//! The reader runs invokes of quick tools itself (`quick.rs`); when one of them leads to a
+//! call to the host, a new reader thread takes over the input (`relay.rs`).
 //! The main thread waits for an event (signal, end of input, broken output), drains
 //! in-flight invokes within the grace period, flushes the writer, and returns.
 
