@@ -186,9 +186,13 @@ impl Batch {
 
     /// Adds the reply of an invoke that held a slot (in `scratch.frame`), then runs the
     /// invokes that waited for the slot, as the thread whose invoke finished always does.
+    /// Their tools need not be quick: each reply already made goes out first, and reading
+    /// moves to a new reader thread (this one ends after them).
     fn run_slot(&mut self, svc: &Service, scratch: &mut Scratch) {
         self.add(svc, &scratch.frame);
         while let Some(job) = svc.pool.finish() {
+            self.flush(svc);
+            let _ = svc.relay.relieve();
             svc.execute(job, scratch);
             self.add(svc, &scratch.frame);
         }
@@ -223,7 +227,7 @@ struct Reader {
 impl Reader {
     /// Handles one line. Returns an invoke the caller may run itself (see `quick.rs`).
     fn on_line(&mut self, line: &[u8], batch: &mut Batch) -> Option<InvokeJob> {
-        let job = match wire::parse(line) {
+        let mut job = match wire::parse(line) {
             Message::Request {
                 id: None, method, ..
             } => {
@@ -285,11 +289,10 @@ impl Reader {
         if self.svc.may_inline() {
             match job.into_invoke() {
                 Ok(invoke) => return Some(invoke),
-                Err(job) => self.queue(job, batch),
+                Err(other) => job = other,
             }
-        } else {
-            self.queue(job, batch);
         }
+        self.queue(job, batch);
         None
     }
 
