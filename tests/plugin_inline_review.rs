@@ -300,3 +300,40 @@ fn a_finished_reply_is_not_held_while_the_next_invoke_runs_on_the_reader() {
         "first's reply was held in the reader's batch while the second invoke ran"
     );
 }
+
+/// A panic payload that panics again as it is dropped.
+struct Bomb;
+
+impl Drop for Bomb {
+    fn drop(&mut self) {
+        panic!("a panic payload that panics on drop");
+    }
+}
+
+/// A handler's panic is the runtime's to contain, its payload included: the invoke gets
+/// its -32603 and the plugin keeps serving. On the reader thread, a panic that escapes
+/// the runtime's code would end reading for good (the state stays parked, the slot held).
+#[test]
+fn a_panic_payload_that_panics_on_drop_still_gets_a_reply_and_reading_goes_on() {
+    let _one = serial();
+    let plugin = Plugin::new("inline-review", "0.0.1")
+        .options(opts(4))
+        .tool(Tool::new("bomb", "", |args: Value, _: &Invocation| {
+            if args["bomb"] == true {
+                std::panic::panic_any(Bomb);
+            }
+            Ok::<_, ToolError>(json!({ "thread": thread_name() }))
+        }));
+    let mut p = Conn::serve(plugin);
+    warm_up(&mut p, "bomb");
+    p.invoke("boom", "bomb", json!({ "bomb": true }));
+    let mut seen = Vec::new();
+    let boom = reply_within(&mut p, "boom", &mut seen);
+    p.request("d", "describe", None);
+    let d = reply_within(&mut p, "d", &mut seen);
+    assert!(boom.is_some(), "the panicking invoke got no reply");
+    assert_eq!(boom.map(|m| m.error_code()), Some(-32603));
+    assert!(d.is_some(), "nothing is read after the panic");
+    p.close_stdin();
+    p.wait_stopped();
+}

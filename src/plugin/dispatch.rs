@@ -384,6 +384,10 @@ impl Service {
             }
             Err(panic) => {
                 let what = panic_message(panic.as_ref());
+                // A payload may panic again as it drops; that is the handler's too.
+                if let Err(again) = catch_unwind(AssertUnwindSafe(|| drop(panic))) {
+                    std::mem::forget(again);
+                }
                 log::error!("executa: tool `{}` panicked: {what}", tool.spec.name);
                 let msg = format!(
                     "tool `{}` panicked; details are in the plugin's stderr",
