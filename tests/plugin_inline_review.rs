@@ -220,9 +220,9 @@ fn an_invoke_waiting_for_the_readers_slot_neither_stalls_reading_nor_holds_its_r
 
 /// A handler may wait for another request (a rendezvous between two tools), as it could
 /// before invokes ran on the reader: with `max_concurrent_invokes` above 1 the other
-/// request runs beside it. On the reader, nothing reads that request.
+/// request runs beside it. On the reader, nothing would read that request: the main
+/// thread hands reading over from a run that lasts a second or two (`relay.rs`).
 #[test]
-#[ignore = "open: a handler on the reader that waits for a later request stalls reading until it gives up (review finding; fix proposed, not applied)"]
 fn a_handler_on_the_reader_may_wait_for_the_next_request() {
     let _one = serial();
     let (tx, rx) = bounded::<()>(64);
@@ -269,9 +269,9 @@ fn a_handler_on_the_reader_may_wait_for_the_next_request() {
 }
 
 /// Two requests in one read: the first runs on the reader and its reply is kept for the
-/// batch; the second (the same quick tool, slow this once) must not hold that reply back.
+/// batch; the second (the same quick tool, blocked this once) holds that reply back only
+/// until its run is handed over (1-2 s): the new reader writes the batch.
 #[test]
-#[ignore = "open: the reader's batch holds finished replies while the next inline invoke runs (review finding; fix proposed, not applied)"]
 fn a_finished_reply_is_not_held_while_the_next_invoke_runs_on_the_reader() {
     let _one = serial();
     let (q_gate, q) = gate();

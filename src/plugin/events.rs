@@ -20,6 +20,9 @@ pub(crate) enum Event {
     Drained,
     /// The writer flushed and stopped.
     WriterDone,
+    /// The reader runs invokes again after a quiet spell: the main thread resumes its
+    /// looks for a stalled one (see `relay.rs`).
+    Watch,
 }
 
 impl Event {
@@ -30,6 +33,7 @@ impl Event {
             Event::OutputBroken => b'O',
             Event::Drained => b'D',
             Event::WriterDone => b'W',
+            Event::Watch => b'L',
         }
     }
 
@@ -40,6 +44,7 @@ impl Event {
             b'O' => Event::OutputBroken,
             b'D' => Event::Drained,
             b'W' => Event::WriterDone,
+            b'L' => Event::Watch,
             _ => return None,
         })
     }

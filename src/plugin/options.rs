@@ -38,10 +38,11 @@ pub struct Options {
     /// sparing the hand-off to another thread (a wake-up: 20-30 µs of CPU on a VM). A tool
     /// qualifies after 8 runs in a row under this limit that made no call to the host; one
     /// slower run or a call to the host sends it back to the dispatch side for 256 runs.
-    /// Other requests wait in the pipe while the reader runs an invoke, at most for as
-    /// long as that run takes; a call to the host from it hands reading to a new reader
-    /// thread at once, so it never deadlocks. Default 50 µs; `Duration::ZERO` never runs
-    /// invokes on the reader.
+    /// Other requests wait in the pipe while the reader runs an invoke, for as long as that
+    /// run takes and at most 1-2 s: a call to the host from it (or from any thread while it
+    /// runs) hands reading to a new reader thread at once, and so does a run still going
+    /// after a second (it may wait for a later request). Default 50 µs; `Duration::ZERO`
+    /// never runs invokes on the reader.
     pub inline: Duration,
 }
 

@@ -50,6 +50,7 @@ pub(crate) fn start<R: Read + Send + 'static>(
             refused: 0,
             logged: None,
         },
+        batch: Batch::default(),
     };
     // The first reader starts the way a relief reader does: one thread start-up in the
     // binary, not two.
@@ -57,10 +58,12 @@ pub(crate) fn start<R: Read + Send + 'static>(
     relay.relieve()
 }
 
-/// What the reading role carries from thread to thread (see `relay.rs`).
+/// What the reading role carries from thread to thread (see `relay.rs`): the input, and
+/// the replies read with it and not written yet (a reader that takes over writes them).
 pub(crate) struct ReadState<R> {
     frames: FrameReader<R>,
     reader: Reader,
+    batch: Batch,
 }
 
 impl<R: Read + Send + 'static> ReadRole for ReadState<R> {
@@ -82,36 +85,40 @@ impl<R: Read + Send + 'static> ReadRole for ReadState<R> {
 }
 
 /// The reader's loop, on whichever thread holds the reading role. Ends at end of input,
-/// or when a call to the host moved the role to a new thread while this one ran an invoke.
+/// or when the role moved to a new thread while this one ran an invoke.
 fn read_loop<R: Read + Send + 'static>(mut state: Box<ReadState<R>>) {
     let svc = state.reader.svc.clone();
     let mut scratch = Scratch::default();
     scratch.on_reader = true;
-    let mut batch = Batch::default();
     let why = loop {
-        if batch.bytes.len() >= BATCH_BYTES || !state.frames.has_buffered_frame() {
-            batch.flush(&svc);
+        if state.batch.bytes.len() >= BATCH_BYTES || !state.frames.has_buffered_frame() {
+            state.batch.flush(&svc);
         }
-        let invoke = match state.frames.next_frame() {
+        let ReadState {
+            frames,
+            reader,
+            batch,
+        } = &mut *state;
+        let invoke = match frames.next_frame() {
             Ok(None) => break "the host closed stdin".to_owned(),
             Err(e) => {
                 log::error!("executa: reading stdin failed: {e}");
                 break format!("reading stdin failed: {e}");
             }
-            Ok(Some(Frame::Line(line))) => state.reader.on_line(line, &mut batch),
+            Ok(Some(Frame::Line(line))) => reader.on_line(line, batch),
             Ok(Some(Frame::Oversized { head, tail, size })) => {
-                state.reader.on_oversized(head, tail, size, &mut batch);
+                reader.on_oversized(head, tail, size, batch);
                 None
             }
         };
         if let Some(job) = invoke {
-            match run_inline(&svc, state, job, &mut scratch, &mut batch) {
+            match run_inline(&svc, state, job, &mut scratch) {
                 Some(back) => state = back,
-                None => return batch.flush(&svc),
+                None => return,
             }
         }
     };
-    batch.flush(&svc);
+    state.batch.flush(&svc);
     state.reader.log_refusals(true);
     let ReadState {
         reader: Reader { svc, jobs, .. },
@@ -124,19 +131,18 @@ fn read_loop<R: Read + Send + 'static>(mut state: Box<ReadState<R>>) {
 
 /// Runs an invoke on the reader thread if its tool is quick and a slot is free, with the
 /// reading state parked meanwhile; queues it otherwise. Returns the state, or `None` when
-/// a call to the host moved it to a new reader (this thread then finishes and ends).
+/// it moved to a new reader meanwhile (this thread then finishes and ends).
 fn run_inline<R: Read + Send + 'static>(
     svc: &Arc<Service>,
     state: Box<ReadState<R>>,
     job: InvokeJob,
     scratch: &mut Scratch,
-    batch: &mut Batch,
 ) -> Option<Box<ReadState<R>>> {
     let mut kept = Some(state);
     let outcome = svc.execute_if(job, scratch, &mut |tool| {
         let go = tool.quick.is_quick() && svc.pool.try_start();
         if go && let Some(state) = kept.take() {
-            svc.relay.park(state);
+            park(svc, state);
             // A call registered just before the park may not have seen it: look again.
             if svc.peer.pending.len() > 0 {
                 let _ = svc.relay.relieve();
@@ -144,29 +150,73 @@ fn run_inline<R: Read + Send + 'static>(
         }
         go
     });
-    match outcome {
-        Ok(true) => {
-            // Still parked: an invoke that waited for the slot may call the host too.
-            batch.run_slot(svc, scratch);
-            kept = svc
-                .relay
-                .take()
-                .and_then(|role| role.downcast::<ReadState<R>>().ok());
-        }
-        Ok(false) => batch.add(svc, &scratch.frame),
-        Err(job) => {
-            if let Some(state) = &mut kept {
-                state.reader.queue(job.into_job(), batch);
-            }
-        }
+    match (outcome, &mut kept) {
+        (Ok(true), _) => return finish_slot(svc, scratch),
+        (Ok(false), Some(state)) => state.batch.add(svc, &scratch.frame),
+        (Err(job), Some(state)) => state.reader.queue(job.into_job(), &mut state.batch),
+        // The state is parked only when the invoke ran.
+        (_, None) => {}
     }
     kept
 }
 
+/// After an invoke the reader ran in a slot of its own: takes the state back, and runs
+/// the invokes that waited for the slot, as the thread whose invoke finished always does.
+/// Their tools need not be quick, so reading first moves to a new reader thread (and if
+/// none can start, this thread reads on after them).
+fn finish_slot<R: Read + Send + 'static>(
+    svc: &Service,
+    scratch: &mut Scratch,
+) -> Option<Box<ReadState<R>>> {
+    let mut kept = take::<R>(svc);
+    reply(svc, kept.as_deref_mut(), &mut scratch.frame);
+    let mut handed = false;
+    while let Some(job) = svc.pool.finish() {
+        if let Some(mut state) = kept.take() {
+            state.batch.flush(svc);
+            park(svc, state);
+            let _ = svc.relay.relieve();
+            handed = true;
+        }
+        svc.execute(job, scratch);
+        svc.peer.out.send_buffer(&mut scratch.frame, false);
+    }
+    if handed {
+        kept = take::<R>(svc);
+    }
+    kept
+}
+
+/// Parks the reading state (see `relay.rs`), waking the main thread's watch if it slept.
+fn park<R: Read + Send + 'static>(svc: &Service, state: Box<ReadState<R>>) {
+    if svc.relay.park(state) {
+        svc.events.notify(Event::Watch);
+    }
+}
+
+/// Takes the parked state back; `None` when a new reader has it.
+fn take<R: Read + Send + 'static>(svc: &Service) -> Option<Box<ReadState<R>>> {
+    svc.relay
+        .take()
+        .and_then(|role| role.downcast::<ReadState<R>>().ok())
+}
+
+/// A reply of an invoke run here: into the reading state's batch, or straight out when
+/// the state has moved on.
+fn reply<R>(svc: &Service, state: Option<&mut ReadState<R>>, frame: &mut Vec<u8>) {
+    match state {
+        Some(state) => state.batch.add(svc, frame),
+        None => {
+            svc.peer.out.send_buffer(frame, false);
+        }
+    }
+}
+
 /// Replies the reader made itself, written together: one write per read from stdin in a
-/// burst, like a single-threaded loop. A reply waits at most until the reader has handled
-/// the frames already read with it. The batch counts as a reply in hand for the drain (see
-/// `Pool::holding`) until written.
+/// burst, like a single-threaded loop. A reply waits until the reader has handled the
+/// frames already read with it (quick invokes), or until a stalled run is handed over
+/// (`relay.rs`): then the new reader writes it. The batch counts as a reply in hand for the
+/// drain (see `Pool::holding`) until written.
 #[derive(Default)]
 struct Batch {
     bytes: Vec<u8>,
@@ -182,20 +232,6 @@ impl Batch {
             self.held = true;
         }
         self.bytes.extend_from_slice(frame);
-    }
-
-    /// Adds the reply of an invoke that held a slot (in `scratch.frame`), then runs the
-    /// invokes that waited for the slot, as the thread whose invoke finished always does.
-    /// Their tools need not be quick: each reply already made goes out first, and reading
-    /// moves to a new reader thread (this one ends after them).
-    fn run_slot(&mut self, svc: &Service, scratch: &mut Scratch) {
-        self.add(svc, &scratch.frame);
-        while let Some(job) = svc.pool.finish() {
-            self.flush(svc);
-            let _ = svc.relay.relieve();
-            svc.execute(job, scratch);
-            self.add(svc, &scratch.frame);
-        }
     }
 
     /// Writes what is held: straight out when the output is idle, else through the

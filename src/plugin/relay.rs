@@ -8,13 +8,24 @@
 //! that call takes the parked state and starts a new `executa-reader` thread with it, which
 //! reads on while the call waits. The old reader finishes its invoke, replies, and ends.
 //!
+//! A run that waits for something behind it in stdin (a later request: a long poll, a
+//! rendezvous of two invokes) is handed over the same way by the main thread, which looks
+//! every [`STALL`] while the reader runs invokes and finds it still in the same run. When
+//! the reader has run none since the last look, the main thread stops looking until the
+//! next one (which wakes it), so an idle plugin still uses no CPU.
+//!
 //! The check is race-free: the reader parks and then looks for waiting calls; a call
 //! registers and then looks for a parked reader (both sequentially consistent), so at least
 //! one of them sees the other and the state is never left parked while an answer is due.
 
 use std::any::Any;
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::Duration;
+
+/// How often the main thread looks for a run on the reader that lasts too long: such a run
+/// is handed over after one to two of these.
+pub(crate) const STALL: Duration = Duration::from_secs(1);
 
 /// The reading state: a reader loop's input and bookkeeping.
 pub(crate) trait ReadRole: Any + Send {
@@ -32,13 +43,45 @@ pub(crate) struct Relay {
     /// Whether the reader runs an invoke with its state parked and no new reader has been
     /// asked for yet; read without the lock on every call to the host.
     inline: AtomicBool,
+    /// Parks so far: the main thread tells a long run from a new one by it.
+    parks: AtomicUsize,
+    /// Whether the main thread has stopped looking (the reader ran nothing for a while).
+    unwatched: AtomicBool,
 }
 
 impl Relay {
-    /// Parks the reading state while the reader runs an invoke.
-    pub fn park(&self, role: Box<dyn ReadRole>) {
+    /// Parks the reading state while the reader runs an invoke. Returns `true` when the
+    /// main thread stopped looking for stalled runs and must be woken (`Event::Watch`).
+    pub fn park(&self, role: Box<dyn ReadRole>) -> bool {
         *crate::lock::lock(&self.parked) = Some(role);
+        self.parks.fetch_add(1, Ordering::SeqCst);
         self.inline.store(true, Ordering::SeqCst);
+        self.unwatched.load(Ordering::SeqCst) && self.unwatched.swap(false, Ordering::SeqCst)
+    }
+
+    /// For the main thread, before it waits: whether to look again after [`STALL`]
+    /// (`seen`: the count of parks at the last look, updated). `false` when the reader ran
+    /// nothing since: then the next [`Relay::park`] asks for a wake-up.
+    pub fn keep_watching(&self, seen: &mut usize) -> bool {
+        let parks = self.parks.load(Ordering::SeqCst);
+        if parks == *seen && !self.inline.load(Ordering::SeqCst) {
+            self.unwatched.store(true, Ordering::SeqCst);
+            // A park between the load above and the store would not have seen the flag.
+            if self.parks.load(Ordering::SeqCst) == parks {
+                return false;
+            }
+            self.unwatched.store(false, Ordering::SeqCst);
+        }
+        *seen = self.parks.load(Ordering::SeqCst);
+        true
+    }
+
+    /// After a look's wait: hands reading over if the reader is still in the run it was in
+    /// at the last look (`seen`), which has then lasted at least [`STALL`].
+    pub fn relieve_stalled(&self, seen: usize) {
+        if self.parks.load(Ordering::SeqCst) == seen && self.relieve().is_err() {
+            log::error!("executa: could not start a reader thread for a stalled invoke");
+        }
     }
 
     /// Takes the parked state: the reader after its invoke (`None` then means a new reader
@@ -106,5 +149,47 @@ mod tests {
         assert!(back.downcast::<Role>().is_ok());
         relay.relieve().unwrap();
         assert_eq!(resumed.load(Ordering::SeqCst), 0);
+    }
+
+    #[test]
+    fn the_watch_sleeps_when_the_reader_runs_nothing_and_a_park_wakes_it() {
+        let resumed = Arc::new(AtomicUsize::new(0));
+        let relay = Relay::default();
+        let mut seen = usize::MAX;
+        assert!(relay.keep_watching(&mut seen), "first look");
+        assert!(!relay.keep_watching(&mut seen), "nothing ran since: sleep");
+        assert!(
+            relay.park(Box::new(Role(resumed.clone()))),
+            "the sleeping watch must be woken"
+        );
+        assert!(relay.keep_watching(&mut seen), "a run is going on");
+        relay.relieve_stalled(seen);
+        assert_eq!(
+            resumed.load(Ordering::SeqCst),
+            1,
+            "the same run a look later"
+        );
+        assert!(relay.take().is_some());
+        assert!(
+            !relay.keep_watching(&mut seen),
+            "no run since the last look"
+        );
+    }
+
+    #[test]
+    fn a_new_run_since_the_last_look_is_not_stalled() {
+        let resumed = Arc::new(AtomicUsize::new(0));
+        let relay = Relay::default();
+        let mut seen = usize::MAX;
+        relay.park(Box::new(Role(resumed.clone())));
+        assert!(relay.keep_watching(&mut seen));
+        relay.take();
+        relay.park(Box::new(Role(resumed.clone())));
+        relay.relieve_stalled(seen);
+        assert_eq!(
+            resumed.load(Ordering::SeqCst),
+            0,
+            "another run: not stalled"
+        );
     }
 }

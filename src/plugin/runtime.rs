@@ -23,6 +23,7 @@ use crate::error::Result;
 use super::events::{self, Event, Events};
 use super::output::Output;
 use super::pool::Admission;
+use super::relay::STALL;
 use super::service::{Parts, Service};
 
 /// The least time the final flush gets, even when draining used the whole grace period.
@@ -121,12 +122,20 @@ impl Watch {
 
 /// Waits for the first stop event, then drains within the grace period.
 fn supervise(svc: &Service, watch: &mut Watch) -> Result<Stopped> {
+    let mut seen = usize::MAX;
     let reason = loop {
-        match watch.next(None)? {
+        // While the reader runs invokes, a look every STALL hands reading over from one
+        // that runs that long (it may wait for a request nobody would read).
+        let look = svc
+            .relay
+            .keep_watching(&mut seen)
+            .then(|| Instant::now() + STALL);
+        match watch.next(look)? {
             Some(Event::InputClosed) => break StopReason::InputClosed,
             Some(Event::Signal) => break StopReason::Signal,
             Some(Event::OutputBroken) => break StopReason::OutputBroken,
-            _ => {}
+            Some(_) => {}
+            None => svc.relay.relieve_stalled(seen),
         }
     };
     log::info!("executa: stopping ({reason:?}); draining in-flight invokes");
