@@ -9,7 +9,7 @@
 
 use std::sync::Mutex;
 
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
 use crate::protocol::ProtocolVersion;
@@ -97,35 +97,22 @@ impl Session {
             n.client_name
         );
         *self.lock() = n;
-        let info = ServerInfo { name, version };
+        // Built by hand rather than through `serde_json::to_value`, which would compile a
+        // second serializer into every plugin for this one reply.
+        let mut info = Map::new();
+        info.insert("name".to_owned(), Value::from(name));
+        info.insert("version".to_owned(), Value::from(version));
+        let info = Value::Object(info);
         let caps = Value::Object(caps);
-        let reply = InitReply {
-            protocol_version: text,
-            server_info: &info,
-            server_info_camel: &info,
-            capabilities: &caps,
-            client_capabilities: &caps,
-        };
-        serde_json::to_value(reply).unwrap_or(Value::Null)
+        // Both key spellings, same content: which one a host reads is undocumented.
+        let mut reply = Map::new();
+        reply.insert("protocolVersion".to_owned(), Value::from(text));
+        reply.insert("server_info".to_owned(), info.clone());
+        reply.insert("serverInfo".to_owned(), info);
+        reply.insert("capabilities".to_owned(), caps.clone());
+        reply.insert("client_capabilities".to_owned(), caps);
+        Value::Object(reply)
     }
-}
-
-#[derive(Serialize)]
-struct ServerInfo<'a> {
-    name: &'a str,
-    version: &'a str,
-}
-
-/// Both key spellings, same content: which one a host reads is undocumented.
-#[derive(Serialize)]
-struct InitReply<'a> {
-    #[serde(rename = "protocolVersion")]
-    protocol_version: &'a str,
-    server_info: &'a ServerInfo<'a>,
-    #[serde(rename = "serverInfo")]
-    server_info_camel: &'a ServerInfo<'a>,
-    capabilities: &'a Value,
-    client_capabilities: &'a Value,
 }
 
 #[derive(Default, Deserialize)]
