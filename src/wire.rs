@@ -370,6 +370,12 @@ fn first_byte(raw: &RawValue) -> u8 {
     raw.get().as_bytes().first().copied().unwrap_or(b' ')
 }
 
+/// A value as compact JSON text, exactly what its `Display` prints, but through the
+/// serializer the frames already use: `Display` would compile a second one into every plugin.
+pub(crate) fn json_text(v: &serde_json::Value) -> String {
+    serde_json::to_string(v).unwrap_or_default()
+}
+
 /// Parses an error object sent by a peer; a malformed one becomes a -32603 error that says so.
 pub(crate) fn parse_error_object(raw: &RawValue) -> RpcError {
     serde_json::from_str(raw.get()).unwrap_or_else(|e| {
@@ -632,6 +638,13 @@ pub(crate) fn push_one_line(out: &mut Vec<u8>, json: &[u8]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn json_text_is_what_display_prints() {
+        let v = serde_json::json!({"b": [1, 2.5, null, true], "a": "q\"\u{1}\n", "c": {}});
+        assert_eq!(json_text(&v), v.to_string());
+        assert_eq!(json_text(&serde_json::json!(7)), "7");
+    }
 
     fn frames(input: &[u8], max: usize) -> Vec<String> {
         let mut r = FrameReader::new(input, max);

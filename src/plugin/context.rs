@@ -348,7 +348,9 @@ fn secret((name, value): (String, Value)) -> Option<(String, Secret)> {
     match value {
         Value::String(s) => Some((name, Secret::new(s))),
         Value::Null => None,
-        other => Some((name, Secret::new(other.to_string()))),
+        // As JSON text. Not `other.to_string()`: `Value`'s `Display` compiles a serializer
+        // of its own into every plugin.
+        other => Some((name, Secret::new(crate::wire::json_text(&other)))),
     }
 }
 

@@ -142,7 +142,7 @@ fn negotiate(offered: Option<&str>) -> (ProtocolVersion, &'static str) {
 fn version_text(v: &Value) -> String {
     match v {
         Value::String(s) => s.clone(),
-        other => other.to_string(),
+        other => crate::wire::json_text(other),
     }
 }
 
