@@ -66,7 +66,7 @@ impl Session {
 
     /// Handles `initialize` params and builds the reply.
     pub fn initialize(&self, params: &str, name: &str, version: &str, uses: &[&str]) -> Value {
-        let req: InitRequest = serde_json::from_str(params).unwrap_or_default();
+        let req = InitRequest::parse(params);
         let offered = req.protocol_version.as_ref().map(version_text);
         let (agreed, text) = negotiate(offered.as_deref());
         let offer = offered_keys(&req);
@@ -115,17 +115,49 @@ impl Session {
     }
 }
 
-#[derive(Default, Deserialize)]
+#[derive(Default)]
 struct InitRequest {
-    #[serde(default, rename = "protocolVersion")]
     protocol_version: Option<Value>,
-    #[serde(default, rename = "clientInfo")]
     client_info: Option<Value>,
-    #[serde(default)]
     capabilities: Map<String, Value>,
     /// The older shape: capability strings mapped to booleans.
-    #[serde(default)]
     host_capabilities: Map<String, Value>,
+}
+
+impl InitRequest {
+    /// The params as sent; params of any other shape count as none at all.
+    fn parse(params: &str) -> InitRequest {
+        // The maps are read as `Value`s and checked here: a `Map` field would compile a
+        // deserializer of its own next to `Value`'s.
+        #[derive(Deserialize)]
+        struct Wire {
+            #[serde(default, rename = "protocolVersion")]
+            protocol_version: Option<Value>,
+            #[serde(default, rename = "clientInfo")]
+            client_info: Option<Value>,
+            #[serde(default = "no_map")]
+            capabilities: Value,
+            #[serde(default = "no_map")]
+            host_capabilities: Value,
+        }
+        fn no_map() -> Value {
+            Value::Object(Map::new())
+        }
+        match serde_json::from_str::<Wire>(params) {
+            Ok(Wire {
+                protocol_version,
+                client_info,
+                capabilities: Value::Object(capabilities),
+                host_capabilities: Value::Object(host_capabilities),
+            }) => InitRequest {
+                protocol_version,
+                client_info,
+                capabilities,
+                host_capabilities,
+            },
+            _ => InitRequest::default(),
+        }
+    }
 }
 
 /// "2.0" (or no offer) is v2. A 1.x offer is answered "1.1". Anything else is answered
@@ -204,6 +236,37 @@ mod tests {
         assert_eq!(n.max_sampling_calls, Some(8));
         assert!(n.file_transport);
         assert_eq!(n.client_name.as_deref(), Some("matrix-agent"));
+    }
+
+    #[test]
+    fn params_of_another_shape_count_as_none() {
+        let s = Session::default();
+        let version =
+            |params: &str| s.initialize(params, "demo", "1.0.0", &[])["protocolVersion"].clone();
+        // A capability map that is not an object voids the whole request (v2 by default).
+        assert_eq!(
+            version(r#"{"protocolVersion":"1.1","capabilities":null}"#),
+            "2.0"
+        );
+        assert_eq!(
+            version(r#"{"protocolVersion":"1.1","host_capabilities":[true]}"#),
+            "2.0"
+        );
+        assert_eq!(
+            version(r#"{"protocolVersion":"1.1","capabilities":{},"host_capabilities":{}}"#),
+            "1.1"
+        );
+        // The positional form serde accepts for structs, and its length limit.
+        assert_eq!(version(r#"["1.1", null, {"sampling": {}}]"#), "1.1");
+        assert_eq!(version(r#"["1.1", null, 3]"#), "2.0");
+        assert_eq!(version(r#"["1.1", null, {}, {}, 5]"#), "2.0");
+        // A field given twice is refused by serde, so the request counts as none.
+        assert_eq!(
+            version(r#"{"protocolVersion":"1.1","protocolVersion":"1.1"}"#),
+            "2.0"
+        );
+        assert_eq!(version(r#"{"protocolVersion":7}"#), "2.0");
+        assert!(!s.get().reverse_rpc_allowed(), "7 is not an offer of 2.0");
     }
 
     #[test]
