@@ -61,11 +61,19 @@ impl RpcError {
 
     /// An error carrying `data: {"errorCode": <symbol>}`.
     pub fn with_code(code: i64, symbol: &str, message: impl Into<String>) -> Self {
-        let data = serde_json::json!({ "errorCode": symbol });
+        Self::coded(code, symbol, message.into())
+    }
+
+    /// [`RpcError::with_code`] without the generic: one copy in a binary, not one per
+    /// message type.
+    fn coded(code: i64, symbol: &str, message: String) -> Self {
+        // Not `json!`: it goes through `serde_json::to_value` and a panic path for its unwrap.
+        let mut data = serde_json::Map::new();
+        data.insert("errorCode".to_owned(), Value::from(symbol));
         RpcError {
             code,
-            message: message.into(),
-            data: Some(data),
+            message,
+            data: Some(Value::Object(data)),
         }
     }
 

@@ -297,8 +297,13 @@ fn defaults_of<'a>(cell: &'a OnceLock<Option<Value>>, params: &[Param]) -> Optio
 fn invalid(text: &str, err: &serde_json::Error) -> ToolError {
     let what = arg_path::message(err);
     match arg_path::error_path(text, err, &what) {
-        Some(path) => ToolError::invalid_arguments(format!("invalid arguments: `{path}`: {what}"))
-            .with_details(serde_json::json!({ "path": path })),
+        Some(path) => {
+            let message = format!("invalid arguments: `{path}`: {what}");
+            // Not `json!`: it goes through `serde_json::to_value` and a panic path.
+            let mut details = Map::new();
+            details.insert("path".to_owned(), Value::String(path));
+            ToolError::invalid_arguments(message).with_details(Value::Object(details))
+        }
         None => ToolError::invalid_arguments(format!("invalid arguments: {what}")),
     }
 }
