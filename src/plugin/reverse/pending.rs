@@ -1,15 +1,16 @@
 //! The table of our own outstanding requests, settled by the reader thread.
 //!
 //! Every call is registered before its frame is written. The reader removes the entry and
-//! hands the answer straight to the waiting thread through a one-slot channel, never
+//! hands the answer straight to the waiting thread through a one-slot mailbox, never
 //! through a request queue or a worker limit, so a handler that waits on its peer can
 //! never deadlock the process. Removal happens under the lock, so each id completes
 //! exactly once; an answer to an unknown or already-settled id is logged and dropped.
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Condvar, Mutex, PoisonError};
+use std::time::{Duration, Instant};
 
-use crossbeam_channel::{Receiver, Sender, bounded};
+use crossbeam_channel::RecvTimeoutError;
 use serde_json::value::RawValue;
 
 use crate::error::RpcError;
@@ -39,7 +40,7 @@ pub(crate) struct Pending {
 struct Table {
     open: Option<String>,
     /// Few calls wait at once (one per blocked handler), so a vector beats a hash map.
-    waiting: Vec<(u64, Sender<Answer>)>,
+    waiting: Vec<(u64, AnswerSender)>,
 }
 
 /// A registered call: its wire id and the receiver its answer arrives on. The receiver
@@ -47,11 +48,11 @@ struct Table {
 pub(crate) struct Ticket {
     pub number: u64,
     pub wire_id: Box<RawValue>,
-    pub answer: Receiver<Answer>,
+    pub answer: AnswerReceiver,
 }
 
 impl Table {
-    fn take(&mut self, number: u64) -> Option<Sender<Answer>> {
+    fn take(&mut self, number: u64) -> Option<AnswerSender> {
         let at = self.waiting.iter().position(|(k, _)| *k == number)?;
         Some(self.waiting.swap_remove(at).1)
     }
@@ -83,7 +84,7 @@ impl Pending {
         let number = self.next.fetch_add(1, Ordering::Relaxed);
         let text = format!("\"{}{number}\"", self.prefix);
         let wire_id = RawValue::from_string(text).map_err(|e| e.to_string())?;
-        let (tx, rx) = bounded(1);
+        let (tx, rx) = mailbox();
         let mut table = self.lock();
         if let Some(why) = &table.open {
             return Err(why.clone());
@@ -134,8 +135,8 @@ impl Pending {
             );
             return false;
         };
-        // One slot, one sender, one send: this cannot be full. A gone waiter is fine.
-        let _ = tx.try_send(answer);
+        // A waiter that gave up already is fine: the answer is dropped with the box.
+        tx.send(answer);
         true
     }
 
@@ -185,9 +186,93 @@ impl Pending {
     }
 }
 
+/// Where one call's answer is left for its waiter. Not a channel: a channel of its own
+/// type would compile kilobytes of queue code into every plugin for at most one message.
+struct Mailbox {
+    mail: Mutex<Mail>,
+    arrived: Condvar,
+}
+
+enum Mail {
+    Empty,
+    Answer(Answer),
+    /// The table let go of the call unanswered (closed, or the waiter gave up), or the
+    /// waiter took its one answer.
+    Dropped,
+}
+
+/// The table's end of a call's mailbox: delivers at most one answer; dropped unanswered,
+/// it wakes the waiter with `Disconnected`.
+pub(crate) struct AnswerSender(Arc<Mailbox>);
+
+/// The waiting call's end of its mailbox.
+pub(crate) struct AnswerReceiver(Arc<Mailbox>);
+
+fn mailbox() -> (AnswerSender, AnswerReceiver) {
+    let mailbox = Arc::new(Mailbox {
+        mail: Mutex::new(Mail::Empty),
+        arrived: Condvar::new(),
+    });
+    (AnswerSender(mailbox.clone()), AnswerReceiver(mailbox))
+}
+
+impl Mailbox {
+    /// Fills the box if it is empty (the first of an answer and a drop wins) and wakes the
+    /// waiter.
+    fn put(&self, mail: Mail) {
+        let mut slot = crate::lock::lock(&self.mail);
+        if matches!(*slot, Mail::Empty) {
+            *slot = mail;
+            self.arrived.notify_one();
+        }
+    }
+}
+
+impl AnswerSender {
+    fn send(self, answer: Answer) {
+        self.0.put(Mail::Answer(answer));
+    }
+}
+
+impl Drop for AnswerSender {
+    fn drop(&mut self) {
+        self.0.put(Mail::Dropped);
+    }
+}
+
+impl AnswerReceiver {
+    /// Blocks until the answer arrives (even after the table let go of the call, an answer
+    /// left in the box comes first), the call is dropped unanswered (`Disconnected`), or
+    /// `timeout` passes (`Timeout`; a timeout too large for the clock waits without one).
+    pub fn recv_timeout(&self, timeout: Duration) -> Result<Answer, RecvTimeoutError> {
+        let deadline = Instant::now().checked_add(timeout);
+        let mut slot = crate::lock::lock(&self.0.mail);
+        loop {
+            // Its one answer taken, the box reports the call gone.
+            match std::mem::replace(&mut *slot, Mail::Dropped) {
+                Mail::Answer(answer) => return Ok(answer),
+                Mail::Dropped => return Err(RecvTimeoutError::Disconnected),
+                Mail::Empty => *slot = Mail::Empty,
+            }
+            let now = Instant::now();
+            slot = match deadline {
+                Some(deadline) if now >= deadline => return Err(RecvTimeoutError::Timeout),
+                Some(deadline) => {
+                    let waited = self.0.arrived.wait_timeout(slot, deadline - now);
+                    waited.unwrap_or_else(PoisonError::into_inner).0
+                }
+                None => (self.0.arrived.wait(slot)).unwrap_or_else(PoisonError::into_inner),
+            };
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Far longer than any of these waits should take: only a failure waits this long.
+    const WAIT: Duration = Duration::from_secs(10);
 
     fn raw(s: &str) -> Box<RawValue> {
         RawValue::from_string(s.to_owned()).unwrap()
@@ -203,7 +288,7 @@ mod tests {
             !p.settle(&t.wire_id, Ok(raw("2"))),
             "second answer must be dropped"
         );
-        assert_eq!(t.answer.recv().unwrap().unwrap().get(), "1");
+        assert_eq!(t.answer.recv_timeout(WAIT).unwrap().unwrap().get(), "1");
         assert!(
             !p.settle(&raw("7"), Ok(raw("1"))),
             "numeric ids are never ours"
@@ -224,7 +309,40 @@ mod tests {
         let p = Pending::new("ex-", None, None);
         let t = p.register().unwrap();
         p.close("host closed stdin");
-        assert!(t.answer.recv().is_err());
+        assert_eq!(
+            t.answer.recv_timeout(WAIT).err(),
+            Some(RecvTimeoutError::Disconnected)
+        );
         assert_eq!(p.register().err().unwrap(), "host closed stdin");
+    }
+
+    #[test]
+    fn an_answer_wakes_its_waiter_and_silence_times_out() {
+        let p = Pending::new("ex-", None, None);
+        let t = p.register().unwrap();
+        assert_eq!(
+            t.answer.recv_timeout(Duration::from_millis(10)).err(),
+            Some(RecvTimeoutError::Timeout)
+        );
+        let id = t.wire_id.clone();
+        let waiter = std::thread::spawn(move || t.answer.recv_timeout(WAIT));
+        // The waiter may be blocked already or not yet: either way the answer reaches it.
+        assert!(p.settle(&id, Err(RpcError::new(-1, "no"))));
+        let got = waiter.join().unwrap();
+        assert_eq!(got.unwrap().unwrap_err().message, "no");
+    }
+
+    #[test]
+    fn an_answer_settled_before_close_is_still_received() {
+        let p = Pending::new("ex-", None, None);
+        let t = p.register().unwrap();
+        assert!(p.settle(&t.wire_id, Ok(raw("3"))));
+        p.close("host closed stdin");
+        assert_eq!(t.answer.recv_timeout(WAIT).unwrap().unwrap().get(), "3");
+        assert_eq!(
+            t.answer.recv_timeout(Duration::ZERO).err(),
+            Some(RecvTimeoutError::Disconnected),
+            "after its one answer the box reports the call gone"
+        );
     }
 }
