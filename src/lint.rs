@@ -83,18 +83,18 @@ struct Lint {
 
 impl Lint {
     fn error(&mut self, area: Area, message: impl Into<String>) {
-        self.out.push(Finding {
-            area,
-            severity: Severity::Error,
-            message: message.into(),
-        });
+        self.push(area, Severity::Error, message.into());
     }
 
     fn warn(&mut self, area: Area, message: impl Into<String>) {
+        self.push(area, Severity::Warning, message.into());
+    }
+
+    fn push(&mut self, area: Area, severity: Severity, message: String) {
         self.out.push(Finding {
             area,
-            severity: Severity::Warning,
-            message: message.into(),
+            severity,
+            message,
         });
     }
 }
@@ -284,45 +284,41 @@ fn lint_parameters(l: &mut Lint, tool: &str, t: &Map<String, Value>) {
                 continue;
             }
         };
-        if seen.iter().any(|s| s == pname) {
-            l.error(
+        // One message builder for every finding about this parameter (one formatting
+        // call in the binary rather than one per message).
+        let mut found = |severity, what: &str| {
+            l.push(
                 Area::Parameters,
-                format!("tool {tool:?}: parameter {pname:?} is declared twice"),
-            );
+                severity,
+                format!("tool {tool:?}: parameter {pname:?}{what}"),
+            )
+        };
+        if seen.iter().any(|s| s == pname) {
+            found(Severity::Error, " is declared twice");
         } else {
             seen.push(pname.to_owned());
         }
         match p.get("type").and_then(Value::as_str) {
             Some("string" | "integer" | "number" | "boolean" | "array" | "object") => {}
-            Some(other) => l.error(
-                Area::Parameters,
-                format!(
-                    "tool {tool:?}: parameter {pname:?} has type {other:?}; use string, integer, number, \
-                     boolean, array or object"
+            Some(other) => found(
+                Severity::Error,
+                &format!(
+                    " has type {other:?}; use string, integer, number, boolean, array or object"
                 ),
             ),
-            None => l.error(Area::Parameters, format!("tool {tool:?}: parameter {pname:?} has no `type`")),
+            None => found(Severity::Error, " has no `type`"),
         }
         if p.get("required").is_some_and(|r| !r.is_boolean()) {
-            l.error(
-                Area::Parameters,
-                format!("tool {tool:?}: parameter {pname:?}: `required` must be a boolean"),
-            );
+            found(Severity::Error, ": `required` must be a boolean");
         }
         if p.get("enum").is_some_and(|e| !e.is_array()) {
-            l.error(
-                Area::Parameters,
-                format!("tool {tool:?}: parameter {pname:?}: `enum` must be a list"),
-            );
+            found(Severity::Error, ": `enum` must be a list");
         }
         if p.get("description")
             .and_then(Value::as_str)
             .is_none_or(|d| d.trim().is_empty())
         {
-            l.warn(
-                Area::Parameters,
-                format!("tool {tool:?}: parameter {pname:?} has no `description`"),
-            );
+            found(Severity::Warning, " has no `description`");
         }
     }
 }
@@ -488,6 +484,37 @@ mod tests {
         let mut m = good();
         m["tools"] = json!([]);
         assert_eq!(areas(m), vec![(Area::Tools, Severity::Error)]);
+    }
+
+    #[test]
+    fn parameter_findings_name_the_tool_and_the_parameter() {
+        let mut m = good();
+        m["tools"][0]["parameters"] = json!([
+            {"name": "a", "type": "str", "required": "yes", "enum": 1},
+            {"name": "a", "description": "x"}
+        ]);
+        let found: Vec<(Severity, String)> = lint_manifest(&m)
+            .into_iter()
+            .map(|f| (f.severity, f.message))
+            .collect();
+        let error = |m: &str| (Severity::Error, m.to_owned());
+        assert_eq!(
+            found,
+            [
+                error(
+                    "tool \"echo\": parameter \"a\" has type \"str\"; use string, integer, \
+                     number, boolean, array or object"
+                ),
+                error("tool \"echo\": parameter \"a\": `required` must be a boolean"),
+                error("tool \"echo\": parameter \"a\": `enum` must be a list"),
+                (
+                    Severity::Warning,
+                    "tool \"echo\": parameter \"a\" has no `description`".to_owned()
+                ),
+                error("tool \"echo\": parameter \"a\" is declared twice"),
+                error("tool \"echo\": parameter \"a\" has no `type`"),
+            ]
+        );
     }
 
     #[test]
