@@ -10,9 +10,10 @@
 //!
 //! A run that waits for something behind it in stdin (a later request: a long poll, a
 //! rendezvous of two invokes) is handed over the same way by the main thread, which looks
-//! every [`STALL`] while the reader runs invokes and finds it still in the same run. When
-//! the reader has run none since the last look, the main thread stops looking until the
-//! next one (which wakes it), so an idle plugin still uses no CPU.
+//! every [`STALL`] while the reader is in a run and finds it still in the same one. When
+//! the reader is not in a run at a look, the main thread stops looking until the next run
+//! starts (which wakes it), so an idle plugin uses no CPU: at most one look follows the
+//! last invoke.
 //!
 //! The check is race-free: the reader parks and then looks for waiting calls; a call
 //! registers and then looks for a parked reader (both sequentially consistent), so at least
@@ -60,18 +61,20 @@ impl Relay {
     }
 
     /// For the main thread, before it waits: whether to look again after [`STALL`]
-    /// (`seen`: the count of parks at the last look, updated). `false` when the reader ran
-    /// nothing since: then the next [`Relay::park`] asks for a wake-up.
+    /// (`seen`: the count of parks now, for the next look). Only while the reader is in a
+    /// run; otherwise the main thread waits without a bound, and the next [`Relay::park`]
+    /// asks for a wake-up.
     pub fn keep_watching(&self, seen: &mut usize) -> bool {
-        let parks = self.parks.load(Ordering::SeqCst);
-        if parks == *seen && !self.inline.load(Ordering::SeqCst) {
-            self.unwatched.store(true, Ordering::SeqCst);
-            // A park between the load above and the store would not have seen the flag.
-            if self.parks.load(Ordering::SeqCst) == parks {
-                return false;
-            }
-            self.unwatched.store(false, Ordering::SeqCst);
+        *seen = self.parks.load(Ordering::SeqCst);
+        if self.inline.load(Ordering::SeqCst) {
+            return true;
         }
+        self.unwatched.store(true, Ordering::SeqCst);
+        if self.parks.load(Ordering::SeqCst) == *seen {
+            return false;
+        }
+        // A park raced with the store above and may not have seen it: watch that run.
+        self.unwatched.store(false, Ordering::SeqCst);
         *seen = self.parks.load(Ordering::SeqCst);
         true
     }
@@ -152,15 +155,18 @@ mod tests {
     }
 
     #[test]
-    fn the_watch_sleeps_when_the_reader_runs_nothing_and_a_park_wakes_it() {
+    fn the_watch_sleeps_when_the_reader_is_not_in_a_run_and_a_park_wakes_it() {
         let resumed = Arc::new(AtomicUsize::new(0));
         let relay = Relay::default();
         let mut seen = usize::MAX;
-        assert!(relay.keep_watching(&mut seen), "first look");
-        assert!(!relay.keep_watching(&mut seen), "nothing ran since: sleep");
+        assert!(!relay.keep_watching(&mut seen), "no run: sleep");
         assert!(
             relay.park(Box::new(Role(resumed.clone()))),
             "the sleeping watch must be woken"
+        );
+        assert!(
+            !relay.park(Box::new(Role(resumed.clone()))),
+            "woken once, not per run"
         );
         assert!(relay.keep_watching(&mut seen), "a run is going on");
         relay.relieve_stalled(seen);
@@ -170,10 +176,7 @@ mod tests {
             "the same run a look later"
         );
         assert!(relay.take().is_some());
-        assert!(
-            !relay.keep_watching(&mut seen),
-            "no run since the last look"
-        );
+        assert!(!relay.keep_watching(&mut seen), "no run now");
     }
 
     #[test]
@@ -191,5 +194,8 @@ mod tests {
             0,
             "another run: not stalled"
         );
+        assert!(relay.keep_watching(&mut seen), "but it is watched");
+        relay.relieve_stalled(seen);
+        assert_eq!(resumed.load(Ordering::SeqCst), 1);
     }
 }
