@@ -40,6 +40,28 @@ pub(crate) fn take(guard: bool) -> io::Result<ProtocolStdio> {
     })
 }
 
+/// Waits until `fd` has something to read (data, or its writer's end), at most `timeout`
+/// (rounded up to whole milliseconds). `Ok(false)`: the time ran out first.
+pub(crate) fn wait_readable(fd: i32, timeout: std::time::Duration) -> io::Result<bool> {
+    let ms = timeout.as_micros().div_ceil(1000).min(i32::MAX as u128) as i32;
+    let mut pfd = libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    loop {
+        // SAFETY: one valid `pollfd` that lives for the whole call.
+        let rc = unsafe { libc::poll(&mut pfd, 1, ms) };
+        if rc >= 0 {
+            return Ok(rc > 0);
+        }
+        let e = io::Error::last_os_error();
+        if e.kind() != io::ErrorKind::Interrupted {
+            return Err(e);
+        }
+    }
+}
+
 fn redirect(from: i32, to: i32) -> io::Result<()> {
     // SAFETY: dup2 on two descriptors this process owns; fd `to` is atomically replaced
     // and std's handles for 0/1 keep working on the new target.

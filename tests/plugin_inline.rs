@@ -50,18 +50,21 @@ fn plugin(limit: Duration) -> Plugin {
         .options(opts)
         .tool(Tool::new("where", "", |args: Value, ctx: &Invocation| {
             let text = if args["sample"] == true {
-                let reply = ctx
-                    .sampling()
-                    .create_message(&CreateMessage::new("hi", 10))
-                    .map_err(|e| ToolError::new(e.to_string()))?;
-                reply.text().to_owned()
+                let timeout = Duration::from_millis(args["timeout_ms"].as_u64().unwrap_or(30_000));
+                let params = json!({ "messages": [], "maxTokens": 10 });
+                match ctx.call_with_timeout::<_, Value>("sampling/createMessage", &params, timeout)
+                {
+                    Ok(reply) => reply["content"]["text"].clone(),
+                    Err(e) => json!({ "error": e.to_string() }),
+                }
             } else {
-                String::new()
+                json!("")
             };
             if let Some(ms) = args["sleep_ms"].as_u64() {
                 std::thread::sleep(Duration::from_millis(ms));
             }
-            Ok::<_, ToolError>(json!({ "thread": thread_name(), "text": text }))
+            let id = format!("{:?}", std::thread::current().id());
+            Ok::<_, ToolError>(json!({ "thread": thread_name(), "id": id, "text": text }))
         }))
 }
 
@@ -120,33 +123,91 @@ fn warm_up(p: &mut Conn) {
     }
 }
 
+/// Invokes `where` and returns its reply's data.
+fn where_data(p: &mut Conn, id: &str, args: Value) -> Value {
+    p.invoke(id, "where", args);
+    p.recv_until_id(&format!("\"{id}\"")).0.data().clone()
+}
+
 #[test]
-fn a_quick_tool_moves_to_the_reader_and_a_call_to_the_host_hands_reading_over() {
+fn a_quick_tool_moves_to_the_reader_which_reads_the_answers_to_its_calls_itself() {
     let _one = serial();
     // A generous limit, so a loaded machine cannot make a run look slow.
     let mut p = start(Duration::from_secs(1));
     warm_up(&mut p);
+    let reader = where_data(&mut p, "before", json!({}))["id"].clone();
 
-    // On the reader, the handler calls the host: nobody else would read the answer.
+    // On the reader, the handler calls the host. While it waits, the same thread reads
+    // on: other requests are served (by the dispatch side) before the answer comes.
     p.invoke("s", "where", json!({ "sample": true }));
     let req = p.recv_request("sampling/createMessage");
+    p.request("d", "describe", None);
+    p.invoke("x", "where", json!({}));
+    let mut early = Vec::new();
+    while early.len() < 2 {
+        let m = p.recv();
+        assert!(m.is_response(), "{}", m.raw);
+        early.push(m.raw_id().unwrap_or_default());
+    }
+    early.sort();
+    assert_eq!(early, ["\"d\"", "\"x\""], "served while the call waited");
     p.answer(&req.v["id"], sampled("answered"));
     let reply = p.recv_until_id("\"s\"").0;
     assert_eq!(reply.data()["text"], "answered");
+    assert_eq!(reply.data()["thread"], "executa-reader");
     assert_eq!(
-        reply.data()["thread"],
-        "executa-reader",
-        "it ran on the old reader"
+        reply.data()["id"],
+        reader,
+        "the same reader thread: no hand-over"
     );
-    wait_one_reader();
 
-    // The tool called the host: it is back on the dispatch side.
-    for i in 0..20 {
-        let t = run_where(&mut p, &format!("after{i}"), json!({}));
-        assert_ne!(t, "executa-reader", "run {i} after the call");
+    // Its own work is quick: it stays on the reader, on the same thread.
+    for i in 0..5 {
+        let data = where_data(&mut p, &format!("after{i}"), json!({}));
+        assert_eq!(data["id"], reader, "run {i} after the call: {data}");
     }
+    wait_one_reader();
     p.close_stdin();
     p.wait_stopped();
+}
+
+#[test]
+fn a_call_read_by_the_reader_itself_still_times_out_and_reading_goes_on() {
+    let _one = serial();
+    let mut p = start(Duration::from_secs(1));
+    warm_up(&mut p);
+    p.invoke("s", "where", json!({ "sample": true, "timeout_ms": 300 }));
+    p.recv_request("sampling/createMessage");
+    // Never answered.
+    let reply = p.recv_until_id("\"s\"").0;
+    let error = reply.data()["text"]["error"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    assert!(error.contains("timed out"), "{}", reply.raw);
+    assert_eq!(reply.data()["thread"], "executa-reader");
+    p.request("d", "describe", None);
+    p.recv_until_id("\"d\"");
+    p.close_stdin();
+    p.wait_stopped();
+}
+
+#[test]
+fn end_of_input_while_the_reader_waits_on_the_host_fails_the_call_and_ends() {
+    let _one = serial();
+    let mut p = start(Duration::from_secs(1));
+    warm_up(&mut p);
+    p.invoke("s", "where", json!({ "sample": true }));
+    p.recv_request("sampling/createMessage");
+    p.close_stdin();
+    let reply = p.recv_until_id("\"s\"").0;
+    let error = reply.data()["text"]["error"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    assert!(error.contains("closed stdin"), "{}", reply.raw);
+    let stopped = p.wait_stopped();
+    assert_eq!(stopped.reason, executa::StopReason::InputClosed);
 }
 
 #[test]

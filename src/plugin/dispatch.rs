@@ -23,7 +23,6 @@ use super::job::{InvokeJob, Job, Line, Method};
 use super::pool::{Admission, Admit};
 use super::reverse::InvokeLink;
 use super::service::Service;
-use super::tool::Tool;
 
 #[derive(Deserialize)]
 struct InvokeParams<'a> {
@@ -260,7 +259,7 @@ impl Service {
         let _ = self.execute_if(job, scratch, &mut |_| true);
     }
 
-    /// As [`Service::execute`], but the handler runs only if `go` agrees for its tool
+    /// As [`Service::execute`], but the handler runs only if `go` agrees for its tool (by index)
     /// (`go` may take a slot for it); otherwise the job comes back untouched. A request
     /// that fails before a handler is chosen (bad params, unknown tool) is answered in
     /// `scratch.frame` without asking `go`. Returns whether `go` was asked and agreed.
@@ -268,7 +267,7 @@ impl Service {
         &self,
         job: InvokeJob,
         scratch: &mut Scratch,
-        go: &mut dyn FnMut(&Tool) -> bool,
+        go: &mut dyn FnMut(usize) -> bool,
     ) -> Result<bool, InvokeJob> {
         let frame = &mut scratch.frame;
         frame.clear();
@@ -283,7 +282,7 @@ impl Service {
         let id = job.line.bytes(&job.id);
         let ran = match serde_json::from_str::<InvokeParams<'_>>(params) {
             Ok(p) => match self.tool_index(&p.tool) {
-                Some(index) if !go(&self.tools[index]) => {
+                Some(index) if !go(index) => {
                     drop(p);
                     return Err(job);
                 }
@@ -348,13 +347,19 @@ impl Service {
         frame.extend_from_slice(b",\"result\":{\"success\":true,\"data\":");
         let data_at = frame.len();
         let started = Instant::now();
+        super::relay::take_waited();
         let outcome = catch_unwind(AssertUnwindSafe(|| {
             (tool.handler)(arguments, &tool.params, &invocation, frame)
         }));
         // The invoke ends here: its secrets are wiped and its handles refuse new calls.
         let ended = invocation.end();
         if !self.opts.inline.is_zero() {
-            let (took, called) = (started.elapsed(), ended.called_host());
+            // Time spent waiting on the host is not the handler's own; a call to the host
+            // counts against it only where the reader cannot read its answer itself.
+            let took = started
+                .elapsed()
+                .saturating_sub(super::relay::take_waited());
+            let called = ended.called_host() && !self.relay.pumpable();
             tool.quick.record(took, called, self.opts.inline, on_reader);
         }
         *link = Some(ended);

@@ -35,14 +35,18 @@ pub struct Options {
     /// one CPU is usable. Default 100 µs; `Duration::ZERO` never polls.
     pub spin: Duration,
     /// How long a tool's runs may take for the reader thread to run its invokes itself,
-    /// sparing the hand-off to another thread (a wake-up: 20-30 µs of CPU on a VM). A tool
-    /// qualifies after 8 runs in a row under this limit that made no call to the host; one
-    /// slower run or a call to the host sends it back to the dispatch side for 256 runs.
-    /// Other requests wait in the pipe while the reader runs an invoke, for as long as that
-    /// run takes and at most 1-2 s: a call to the host from it (or from any thread while it
-    /// runs) hands reading to a new reader thread at once, and so does a run still going
-    /// after a second (it may wait for a later request). Default 50 µs; `Duration::ZERO`
-    /// never runs invokes on the reader.
+    /// sparing the hand-off to another thread (a wake-up: 20-30 µs of CPU on a VM). A run's
+    /// time is its own work: time waiting on the host is not counted, since while the
+    /// handler on the reader waits for the host's answer, the reader reads on (it serves
+    /// other requests and reads that answer itself). A tool qualifies after 8 runs in a row
+    /// under this limit; one slower run on the reader, or a run whose reading had to move to
+    /// a new reader thread, sends it back to the dispatch side for 256 runs. Other requests
+    /// wait in the pipe while the reader runs an invoke's own work, at most 1-2 s: a call
+    /// to the host from another thread while it runs hands reading to a new reader thread
+    /// at once, and so does a run still going after a second (it may wait for a later
+    /// request). With an input the runtime cannot poll (a custom `Read` given to
+    /// `Plugin::serve`), any call to the host hands reading over and counts as slow.
+    /// Default 50 µs; `Duration::ZERO` never runs invokes on the reader.
     pub inline: Duration,
 }
 

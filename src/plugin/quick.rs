@@ -3,11 +3,13 @@
 //! Handing an invoke to another thread costs a wake-up: 20-30 µs of CPU on a VM, more than
 //! most handlers take. So a tool whose recent runs were all quick ([`Options::inline`]) and
 //! never called the host runs on the reader, one read, one parse and one write per request
-//! like a single-threaded loop. Every run is timed (two clock reads). A slow run elsewhere
-//! only restarts the streak; a slow run on the reader, or a run that called the host (see
-//! `relay.rs`), sends the tool back to the dispatch side for [`PENALTY`] runs, so a tool
-//! that is only sometimes slow stalls the reader at most once per [`PENALTY`] + [`STREAK`]
-//! invokes.
+//! like a single-threaded loop. Every run is timed (two clock reads), minus the time it
+//! waited on the host: with a pollable input the reader reads the answers to its own calls
+//! (`relay.rs`), so waiting on the host stalls nothing. A slow run elsewhere only restarts
+//! the streak; a slow run on the reader, a run whose reading had to move to a new reader
+//! thread, or (without a pollable input) any call to the host sends the tool back to the
+//! dispatch side for [`PENALTY`] runs, so a tool that is only sometimes slow stalls the
+//! reader at most once per [`PENALTY`] + [`STREAK`] invokes.
 //!
 //! [`Options::inline`]: super::Options::inline
 
@@ -28,6 +30,12 @@ impl Quickness {
     /// Whether the next invoke may run on the reader.
     pub fn is_quick(&self) -> bool {
         self.0.load(Ordering::Relaxed) >= STREAK
+    }
+
+    /// Sends the tool back to the dispatch side for [`PENALTY`] runs (a run on the reader
+    /// that had to hand reading over).
+    pub fn penalize(&self) {
+        self.0.store(-PENALTY, Ordering::Relaxed);
     }
 
     /// Records one run (`on_reader`: the reader ran it). Racing updates from several

@@ -10,6 +10,7 @@
 
 use std::any::Any;
 use std::io::Read;
+use std::os::fd::{AsRawFd, RawFd};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -23,7 +24,7 @@ use crate::wire::{self, Frame, FrameReader, Message};
 use super::dispatch::Scratch;
 use super::events::Event;
 use super::job::{InvokeJob, Job, Line, Method, span_of};
-use super::relay::ReadRole;
+use super::relay::{self, ReadRole};
 use super::service::Service;
 
 /// Refusals are logged at most this often, as a count.
@@ -40,10 +41,14 @@ pub(crate) fn start<R: Read + Send + 'static>(
     svc: Arc<Service>,
     jobs: Sender<Job>,
 ) -> std::io::Result<()> {
+    let fd = pollable_fd(&input);
     let frames = FrameReader::new(input, svc.opts.max_frame_bytes);
     let relay = svc.relay.clone();
+    relay.set_pumpable(fd.is_some());
     let state = ReadState {
         frames,
+        fd,
+        eof: None,
         reader: Reader {
             svc,
             jobs,
@@ -62,11 +67,76 @@ pub(crate) fn start<R: Read + Send + 'static>(
 /// the replies read with it and not written yet (a reader that takes over writes them).
 pub(crate) struct ReadState<R> {
     frames: FrameReader<R>,
+    /// The input's descriptor when it can be polled (a file, pipe or socket).
+    fd: Option<RawFd>,
+    /// Why the input ended, when it ended while a handler read it (see `pump`).
+    eof: Option<String>,
     reader: Reader,
     batch: Batch,
 }
 
+/// The descriptor of an input of a type known to have one (`File`: stdin as the runtime
+/// takes it; a pipe's or socket's end), for `poll`.
+fn pollable_fd<R: Any>(input: &R) -> Option<RawFd> {
+    let input = input as &dyn Any;
+    if let Some(f) = input.downcast_ref::<std::fs::File>() {
+        Some(f.as_raw_fd())
+    } else if let Some(s) = input.downcast_ref::<std::os::unix::net::UnixStream>() {
+        Some(s.as_raw_fd())
+    } else {
+        input
+            .downcast_ref::<std::process::ChildStdout>()
+            .map(AsRawFd::as_raw_fd)
+    }
+}
+
 impl<R: Read + Send + 'static> ReadRole for ReadState<R> {
+    fn pump(&mut self, done: &dyn Fn() -> bool, until: Instant) {
+        let Some(fd) = self.fd else { return };
+        let svc = self.reader.svc.clone();
+        while !done() && self.eof.is_none() {
+            if !self.frames.has_buffered_frame() {
+                self.batch.flush(&svc);
+                let left = until.saturating_duration_since(Instant::now());
+                // An error from poll (none is expected) falls back to a plain read.
+                if left.is_zero() || matches!(crate::sys::wait_readable(fd, left), Ok(false)) {
+                    return;
+                }
+            }
+            let ReadState {
+                frames,
+                reader,
+                batch,
+                ..
+            } = self;
+            let invoke = match frames.next_frame() {
+                Ok(Some(Frame::Line(line))) => reader.on_line(line, batch),
+                Ok(Some(Frame::Oversized { head, tail, size })) => {
+                    reader.on_oversized(head, tail, size, batch);
+                    None
+                }
+                Ok(None) => {
+                    self.eof = Some("the host closed stdin".to_owned());
+                    None
+                }
+                Err(e) => {
+                    log::error!("executa: reading stdin failed: {e}");
+                    self.eof = Some(format!("reading stdin failed: {e}"));
+                    None
+                }
+            };
+            // Inside a handler nothing runs here: an invoke goes to the dispatch side.
+            if let Some(job) = invoke {
+                self.reader.queue(job.into_job(), &mut self.batch);
+            }
+        }
+        // Ended: every waiting call fails now (the reader's loop reports the end once the
+        // running invoke is over).
+        if let Some(why) = &self.eof {
+            svc.peer.pending.close(why);
+        }
+    }
+
     fn start_reader(&self) -> std::io::Result<()> {
         let svc = self.reader.svc.clone();
         crate::threads::spawn("executa-reader".into(), move || {
@@ -91,6 +161,9 @@ fn read_loop<R: Read + Send + 'static>(mut state: Box<ReadState<R>>) {
     let mut scratch = Scratch::default();
     scratch.on_reader = true;
     let why = loop {
+        if let Some(why) = state.eof.take() {
+            break why;
+        }
         if state.batch.bytes.len() >= BATCH_BYTES || !state.frames.has_buffered_frame() {
             state.batch.flush(&svc);
         }
@@ -98,6 +171,7 @@ fn read_loop<R: Read + Send + 'static>(mut state: Box<ReadState<R>>) {
             frames,
             reader,
             batch,
+            ..
         } = &mut *state;
         let invoke = match frames.next_frame() {
             Ok(None) => break "the host closed stdin".to_owned(),
@@ -139,19 +213,30 @@ fn run_inline<R: Read + Send + 'static>(
     scratch: &mut Scratch,
 ) -> Option<Box<ReadState<R>>> {
     let mut kept = Some(state);
-    let outcome = svc.execute_if(job, scratch, &mut |tool| {
-        let go = tool.quick.is_quick() && svc.pool.try_start();
+    let mut ran = None;
+    let outcome = svc.execute_if(job, scratch, &mut |index| {
+        let go = svc.tools[index].quick.is_quick() && svc.pool.try_start();
         if go && let Some(state) = kept.take() {
-            park(svc, state);
+            svc.relay.park(state);
             // A call registered just before the park may not have seen it: look again.
             if svc.peer.pending.len() > 0 {
                 let _ = svc.relay.relieve();
             }
+            ran = Some(index);
+            relay::running_here(true);
         }
         go
     });
+    relay::running_here(false);
     match (outcome, &mut kept) {
-        (Ok(true), _) => return finish_slot(svc, scratch),
+        (Ok(true), _) => {
+            let back = finish_slot(svc, scratch);
+            // Reading had to move to a new thread: not a tool for the reader for a while.
+            if let (None, Some(index)) = (&back, ran) {
+                svc.tools[index].quick.penalize();
+            }
+            return back;
+        }
         (Ok(false), Some(state)) => state.batch.add(svc, &scratch.frame),
         (Err(job), Some(state)) => state.reader.queue(job.into_job(), &mut state.batch),
         // The state is parked only when the invoke ran.
@@ -174,7 +259,7 @@ fn finish_slot<R: Read + Send + 'static>(
     while let Some(job) = svc.pool.finish() {
         if let Some(mut state) = kept.take() {
             state.batch.flush(svc);
-            park(svc, state);
+            svc.relay.park(state);
             let _ = svc.relay.relieve();
             handed = true;
         }
@@ -185,13 +270,6 @@ fn finish_slot<R: Read + Send + 'static>(
         kept = take::<R>(svc);
     }
     kept
-}
-
-/// Parks the reading state (see `relay.rs`), waking the main thread's watch if it slept.
-fn park<R: Read + Send + 'static>(svc: &Service, state: Box<ReadState<R>>) {
-    if svc.relay.park(state) {
-        svc.events.notify(Event::Watch);
-    }
 }
 
 /// Takes the parked state back; `None` when a new reader has it.

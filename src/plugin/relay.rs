@@ -20,16 +20,46 @@
 //! one of them sees the other and the state is never left parked while an answer is due.
 
 use std::any::Any;
-use std::sync::Mutex;
+use std::cell::Cell;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::time::Duration;
+use std::sync::{Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use super::events::{Event, Notifier};
 
 /// How often the main thread looks for a run on the reader that lasts too long: such a run
 /// is handed over after one to two of these.
 pub(crate) const STALL: Duration = Duration::from_secs(1);
 
+thread_local! {
+    /// Whether this thread is a reader running an invoke with its state parked.
+    static RUNNING_HERE: Cell<bool> = const { Cell::new(false) };
+    /// How long this thread waited on the host since the last [`take_waited`].
+    static WAITED: Cell<Duration> = const { Cell::new(Duration::ZERO) };
+}
+
+/// Marks the calling (reader) thread as running an invoke with its state parked, or not.
+pub(crate) fn running_here(on: bool) {
+    RUNNING_HERE.with(|r| r.set(on));
+}
+
+/// Counts time the calling thread spent waiting on the host (it is not the handler's own
+/// work when its tool is judged quick or slow).
+pub(crate) fn add_waited(d: Duration) {
+    WAITED.with(|w| w.set(w.get().saturating_add(d)));
+}
+
+/// The time counted by [`add_waited`] since the last call.
+pub(crate) fn take_waited() -> Duration {
+    WAITED.with(|w| w.replace(Duration::ZERO))
+}
+
 /// The reading state: a reader loop's input and bookkeeping.
 pub(crate) trait ReadRole: Any + Send {
+    /// Reads and handles frames on the calling thread (never running invokes itself)
+    /// until `done` says so, `until` passes, or the input ends. Needs a pollable input.
+    fn pump(&mut self, done: &dyn Fn() -> bool, until: Instant);
+
     /// Starts a new reader thread, which takes the parked state from the relay (unless the
     /// old reader took it back first: then the new thread just ends).
     fn start_reader(&self) -> std::io::Result<()>;
@@ -48,16 +78,36 @@ pub(crate) struct Relay {
     parks: AtomicUsize,
     /// Whether the main thread has stopped looking (the reader ran nothing for a while).
     unwatched: AtomicBool,
+    /// Wakes the main thread when it must look again.
+    watch: OnceLock<Notifier>,
+    /// Whether the input can be waited on with a timeout (`poll`), so the reader may read
+    /// the answers to its own calls (see [`Relay::pump`]).
+    pumpable: AtomicBool,
 }
 
 impl Relay {
-    /// Parks the reading state while the reader runs an invoke. Returns `true` when the
-    /// main thread stopped looking for stalled runs and must be woken (`Event::Watch`).
-    pub fn park(&self, role: Box<dyn ReadRole>) -> bool {
+    /// Parks the reading state while the reader runs an invoke (waking the main thread's
+    /// watch if it stopped looking).
+    pub fn park(&self, role: Box<dyn ReadRole>) {
         *crate::lock::lock(&self.parked) = Some(role);
         self.parks.fetch_add(1, Ordering::SeqCst);
+        self.parked_again();
+    }
+
+    /// The state is parked (again): calls may relieve it, and the watch looks at it.
+    fn parked_again(&self) {
         self.inline.store(true, Ordering::SeqCst);
-        self.unwatched.load(Ordering::SeqCst) && self.unwatched.swap(false, Ordering::SeqCst)
+        if self.unwatched.load(Ordering::SeqCst)
+            && self.unwatched.swap(false, Ordering::SeqCst)
+            && let Some(watch) = self.watch.get()
+        {
+            watch.notify(Event::Watch);
+        }
+    }
+
+    /// Gives the relay its way to wake the main thread (once, at start).
+    pub fn set_watch(&self, watch: Notifier) {
+        let _ = self.watch.set(watch);
     }
 
     /// For the main thread, before it waits: whether to look again after [`STALL`]
@@ -85,6 +135,42 @@ impl Relay {
         if self.parks.load(Ordering::SeqCst) == seen && self.relieve().is_err() {
             log::error!("executa: could not start a reader thread for a stalled invoke");
         }
+    }
+
+    /// Says whether the input is pollable (set once, at start).
+    pub fn set_pumpable(&self, on: bool) {
+        self.pumpable.store(on, Ordering::SeqCst);
+    }
+
+    /// Whether the input is pollable.
+    pub fn pumpable(&self) -> bool {
+        self.pumpable.load(Ordering::SeqCst)
+    }
+
+    /// Whether a call made on this thread is read by this thread itself ([`Relay::pump`]),
+    /// so no new reader is needed for it.
+    pub fn pumps_here(&self) -> bool {
+        self.pumpable() && RUNNING_HERE.with(Cell::get)
+    }
+
+    /// For a call to the host made by the invoke the reader runs, on the reader's own
+    /// thread: instead of waking another thread to read the answer and then being woken
+    /// by it, the reader reads on itself until `done` (the answer is in) or `until`, then
+    /// parks its state again. Returns `false` when it cannot (not this thread, or the state
+    /// moved to a new reader): then the caller waits as any handler does.
+    pub fn pump(&self, done: &dyn Fn() -> bool, until: Instant) -> bool {
+        if !self.pumps_here() {
+            return false;
+        }
+        let Some(mut role) = crate::lock::lock(&self.parked).take() else {
+            return false;
+        };
+        // Not parked while it reads: a call of another thread now waits for this reader.
+        self.inline.store(false, Ordering::SeqCst);
+        role.pump(done, until);
+        *crate::lock::lock(&self.parked) = Some(role);
+        self.parked_again();
+        true
     }
 
     /// Takes the parked state: the reader after its invoke (`None` then means a new reader
@@ -121,6 +207,7 @@ mod tests {
     struct Role(Arc<AtomicUsize>);
 
     impl ReadRole for Role {
+        fn pump(&mut self, _: &dyn Fn() -> bool, _: Instant) {}
         fn start_reader(&self) -> std::io::Result<()> {
             self.0.fetch_add(1, Ordering::SeqCst);
             Ok(())
@@ -160,13 +247,10 @@ mod tests {
         let relay = Relay::default();
         let mut seen = usize::MAX;
         assert!(!relay.keep_watching(&mut seen), "no run: sleep");
+        relay.park(Box::new(Role(resumed.clone())));
         assert!(
-            relay.park(Box::new(Role(resumed.clone()))),
-            "the sleeping watch must be woken"
-        );
-        assert!(
-            !relay.park(Box::new(Role(resumed.clone()))),
-            "woken once, not per run"
+            !relay.unwatched.load(Ordering::SeqCst),
+            "the sleeping watch is woken"
         );
         assert!(relay.keep_watching(&mut seen), "a run is going on");
         relay.relieve_stalled(seen);

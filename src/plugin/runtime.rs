@@ -82,6 +82,7 @@ where
         writer_svc.events.notify(Event::WriterDone);
     })?;
     svc.start_thread(true)?;
+    svc.relay.set_watch(svc.events.try_clone()?);
     super::reader::start(input, svc.clone(), jobs_tx)?;
 
     let mut watch = Watch {

@@ -69,6 +69,7 @@ impl Service {
         let peer = Arc::new(Peer {
             out,
             pending: Pending::new("ex-", Some(intake.waker()), Some(relay.clone())),
+            relay: relay.clone(),
             session: Session::default(),
             capabilities: parts.capabilities,
         });

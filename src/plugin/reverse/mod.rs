@@ -35,6 +35,7 @@ use crate::wire;
 use crate::writer::SendFailure;
 
 use super::output::Output;
+use super::relay::Relay;
 use super::session::{Negotiated, Session};
 use pending::Pending;
 
@@ -42,6 +43,8 @@ use pending::Pending;
 pub(crate) struct Peer {
     pub out: Output,
     pub pending: Pending,
+    /// Where the reader parks its reading while it runs an invoke (`relay.rs`).
+    pub relay: Arc<Relay>,
     pub session: Session,
     /// The manifest's `host_capabilities`.
     pub capabilities: Vec<String>,
@@ -409,10 +412,22 @@ fn send_and_wait(
             SendFailure::Closed => Error::Disconnected("the plugin's output is closed".into()),
         });
     }
-    match ticket
-        .answer
-        .recv_timeout(wait.saturating_sub(started.elapsed()))
+    // On the reader's own thread (the invoke runs there), the answer is read right here.
+    if peer
+        .relay
+        .pump(&|| ticket.answer.is_ready(), started + wait)
     {
+        // Calls other threads made meanwhile found no parked reader to hand over.
+        let ours = usize::from(!ticket.answer.is_ready());
+        if peer.pending.len() > ours {
+            let _ = peer.relay.relieve();
+        }
+    }
+    let answer = ticket
+        .answer
+        .recv_timeout(wait.saturating_sub(started.elapsed()));
+    super::relay::add_waited(started.elapsed());
+    match answer {
         Ok(Ok(result)) => Ok(result),
         Ok(Err(error)) => Err(Error::Remote(error)),
         Err(RecvTimeoutError::Timeout) => {

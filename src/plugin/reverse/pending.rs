@@ -95,7 +95,10 @@ impl Pending {
         if let Some(wake) = &self.wake {
             wake.ring();
         }
+        // A call of the invoke the reader runs, on the reader itself, is read by that
+        // thread (`Relay::pump`); any other call needs a reader that is not running one.
         if let Some(relay) = &self.relay
+            && !relay.pumps_here()
             && relay.relieve().is_err()
         {
             log::error!(
@@ -241,6 +244,11 @@ impl Drop for AnswerSender {
 }
 
 impl AnswerReceiver {
+    /// Whether the answer (or the news that none will come) is in.
+    pub fn is_ready(&self) -> bool {
+        !matches!(*crate::lock::lock(&self.0.mail), Mail::Empty)
+    }
+
     /// Blocks until the answer arrives (even after the table let go of the call, an answer
     /// left in the box comes first), the call is dropped unanswered (`Disconnected`), or
     /// `timeout` passes (`Timeout`; a timeout too large for the clock waits without one).
