@@ -130,8 +130,9 @@ pub struct Cell {
     pub cpu_fast: Vec<(f64, f64)>,
     /// The same at one request every 5 ms.
     pub cpu_slow: Vec<(f64, f64)>,
-    /// CPU µs used while idle, per second of idleness (schedstat).
-    pub idle_us_per_s: Vec<f64>,
+    /// CPU µs used while idle, per second of idleness (schedstat): the first window after
+    /// the last reply, and the next.
+    pub idle_us_per_s: Vec<(f64, f64)>,
     pub hwm_kb: Vec<f64>,
     /// `executa bench` throughput against this subject (executa and the bare loop).
     pub driver_rate: Vec<f64>,
@@ -240,15 +241,21 @@ fn cpu_per_request(peer: &mut Peer, count: u64, interval: Duration) -> (f64, f64
     (per(used.stat), per(used.sched))
 }
 
-/// CPU µs the child spent per second while nothing was sent (schedstat).
-fn idle_cpu(peer: &Peer, window: Duration) -> f64 {
+/// CPU µs the child spent per second while nothing was sent (schedstat), in two windows
+/// one after the other: from 50 ms after the last reply, and the next one (executa's main
+/// thread looks once for a stalled run up to a second after the last invoke, then sleeps).
+fn idle_cpu(peer: &Peer, window: Duration) -> (f64, f64) {
     // Let any post-message polling end before the window opens.
     std::thread::sleep(Duration::from_millis(50));
-    let before = CpuTime::of(peer.pid()).expect("child alive");
-    let start = Instant::now();
-    std::thread::sleep(window);
-    let used = CpuTime::of(peer.pid()).expect("child alive").since(before);
-    common::micros(used.sched) / start.elapsed().as_secs_f64()
+    let per_s = || {
+        let before = CpuTime::of(peer.pid()).expect("child alive");
+        let start = Instant::now();
+        std::thread::sleep(window);
+        let used = CpuTime::of(peer.pid()).expect("child alive").since(before);
+        common::micros(used.sched) / start.elapsed().as_secs_f64()
+    };
+    let first = per_s();
+    (first, per_s())
 }
 
 /// Serial `echo` and `sample` invokes through `executa::host`, alternating.

@@ -226,3 +226,52 @@ fn a_method_without_handler_is_32601_even_when_routing_would_fail() {
     });
     let _ = std::fs::remove_file(&release);
 }
+
+/// A service that says which thread answered it, quick or not as built.
+struct WhereService {
+    method: &'static str,
+    quick: bool,
+}
+
+impl executa::host::Service for WhereService {
+    fn handles(&self, method: &str) -> bool {
+        method == self.method
+    }
+    fn call(&self, _: &executa::host::ReverseCall) -> Result<Value, RpcError> {
+        Ok(json!(std::thread::current().name().unwrap_or("?")))
+    }
+    fn is_quick(&self) -> bool {
+        self.quick
+    }
+}
+
+#[test]
+fn a_quick_service_is_answered_on_the_reader_and_any_other_on_a_worker() {
+    let handlers = Handlers::new()
+        .service(Arc::new(WhereService {
+            method: "test/quick",
+            quick: true,
+        }))
+        .service(Arc::new(WhereService {
+            method: "test/slow",
+            quick: false,
+        }))
+        // A closure never declared its cost: a worker answers it.
+        .on("test/closure", |_| {
+            Ok(json!(std::thread::current().name().unwrap_or("?")))
+        });
+    let host = tools(&[], opts(), handlers);
+    let thread = |method| reverse(&host, method).data["result"].clone();
+    let quick = thread("test/quick");
+    assert!(
+        quick.as_str().is_some_and(|t| t.starts_with("executa-rd")),
+        "{quick}"
+    );
+    for method in ["test/slow", "test/closure"] {
+        let t = thread(method);
+        assert!(
+            t.as_str().is_some_and(|t| t.starts_with("executa-rpc")),
+            "{method}: {t}"
+        );
+    }
+}

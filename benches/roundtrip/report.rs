@@ -108,22 +108,22 @@ fn print_cpu(subjects: &[Subject], placements: &[Placement], grid: &[Vec<Cell>])
         "subject", "CPU us/req @0.5ms", "CPU us/req @5ms", "idle us/s", "peak RSS kB"
     );
     println!(
-        "{:<24} {:>20} {:>20}",
-        "", "(stat | schedstat)", "(stat | schedstat)"
+        "{:<24} {:>20} {:>20} {:>12}",
+        "", "(stat | schedstat)", "(stat | schedstat)", "(1st | 2nd)"
     );
     for (s, subject) in subjects.iter().enumerate() {
         let c = &grid[p][s];
-        let pair = |xs: &[(f64, f64)]| {
+        let pair = |xs: &[(f64, f64)], digits| {
             let a: Vec<f64> = xs.iter().map(|x| x.0).collect();
             let b: Vec<f64> = xs.iter().map(|x| x.1).collect();
-            format!("{} | {}", opt(med(&a), 1), opt(med(&b), 1))
+            format!("{} | {}", opt(med(&a), digits), opt(med(&b), digits))
         };
         println!(
             "{:<24} {:>20} {:>20} {:>12} {:>14}",
             subject.name,
-            pair(&c.cpu_fast),
-            pair(&c.cpu_slow),
-            opt(med(&c.idle_us_per_s), 0),
+            pair(&c.cpu_fast, 1),
+            pair(&c.cpu_slow, 1),
+            pair(&c.idle_us_per_s, 0),
             opt(med(&c.hwm_kb), 0),
         );
     }

@@ -32,7 +32,8 @@ const STOP_SEND_WAIT: Duration = Duration::from_secs(1);
 /// [`Host::start`] spawns the plugin, negotiates (`initialize`, with silent fallback to
 /// 1.1) and reads its manifest (`describe`). Calls take `&self`, so one `Host` (shared by
 /// reference or in an `Arc`) serves many threads with many invokes in flight. Reverse
-/// calls go to the [`Handlers`] given at start, on worker threads.
+/// calls go to the [`Handlers`] given at start, on worker threads (a quick service's, see
+/// [`Service::is_quick`](super::Service::is_quick), on the reader thread).
 ///
 /// When the process exits on its own, calls in flight fail at once with
 /// [`Error::Disconnected`] naming the exit status and the last stderr lines; a supervisor

@@ -1,8 +1,9 @@
 //! Serving the plugin's reverse calls and progress notifications.
 //!
 //! The host author supplies [`Handlers`]: closures per method and/or [`Service`]s (such as
-//! the in-memory backends). Reverse calls run on a small pool of worker threads, never on
-//! the reader, so a slow handler cannot stall replies to other calls. Progress events go to
+//! the in-memory backends). Reverse calls run on a small pool of worker threads, so a slow
+//! handler cannot stall replies to other calls; only a service that declares itself quick
+//! ([`Service::is_quick`]: the in-memory backends) is answered on the reader thread. Progress events go to
 //! one event thread, in order, through a bounded queue (dropped when full: progress is
 //! best-effort on the platform too).
 
@@ -83,6 +84,17 @@ impl Handlers {
         }
     }
 
+    /// Whether `method` is answered by a quick service (not a closure, whose cost nobody
+    /// declared).
+    fn is_quick(&self, method: &str) -> bool {
+        !self.methods.contains_key(method)
+            && self
+                .services
+                .iter()
+                .find(|s| s.handles(method))
+                .is_some_and(|s| s.is_quick())
+    }
+
     /// Whether a closure or a service answers `method`.
     fn handles(&self, method: &str) -> bool {
         self.methods.contains_key(method) || self.services.iter().any(|s| s.handles(method))
@@ -123,6 +135,7 @@ pub(crate) struct Job {
 pub(crate) struct Dispatcher {
     jobs: Sender<Job>,
     events: Option<Sender<EventMsg>>,
+    handlers: Arc<Handlers>,
 }
 
 /// What the event thread receives: an event, or a marker to acknowledge once every event
@@ -153,7 +166,23 @@ impl Dispatcher {
             }
             None => None,
         };
-        Ok(Dispatcher { jobs, events })
+        Ok(Dispatcher {
+            jobs,
+            events,
+            handlers,
+        })
+    }
+
+    /// Answers a reverse call on the calling (reader) thread when a quick service answers
+    /// it and the write queue is empty (so the answer is queued without waiting); hands it
+    /// back otherwise, for the workers.
+    pub(crate) fn serve_quick(&self, job: Job) -> Result<(), Job> {
+        if self.handlers.is_quick(&job.method) && job.shared.out.is_idle() {
+            serve(&self.handlers, job);
+            Ok(())
+        } else {
+            Err(job)
+        }
     }
 
     /// Queues a reverse call without blocking; hands it back when the pool is saturated.

@@ -69,7 +69,11 @@ fn on_line(shared: &Arc<Shared>, dispatch: &Dispatcher, line: &[u8]) {
                 method: method.into_owned(),
                 params: params.map(ToOwned::to_owned),
             };
-            if let Err(job) = dispatch.submit(job) {
+            // A quick service answers here; anything else goes to the workers.
+            if let Err(job) = dispatch
+                .serve_quick(job)
+                .or_else(|job| dispatch.submit(job))
+            {
                 let busy = RpcError::with_code(
                     codes::SERVER_BUSY,
                     "HOST_BUSY",

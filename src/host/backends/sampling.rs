@@ -210,6 +210,11 @@ impl ScriptedSampling {
 }
 
 impl Service for ScriptedSampling {
+    /// In memory: answered at once, on the host's reader thread.
+    fn is_quick(&self) -> bool {
+        true
+    }
+
     fn handles(&self, method: &str) -> bool {
         method == "sampling/createMessage"
     }

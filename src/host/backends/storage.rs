@@ -239,6 +239,11 @@ impl MemoryStorage {
 }
 
 impl Service for MemoryStorage {
+    /// In memory: answered at once, on the host's reader thread.
+    fn is_quick(&self) -> bool {
+        true
+    }
+
     fn handles(&self, method: &str) -> bool {
         method.starts_with("storage/")
     }
