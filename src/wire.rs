@@ -47,6 +47,9 @@ pub struct FrameReader<R> {
     line: Vec<u8>,
     tail: Vec<u8>,
     max: usize,
+    /// The length so far of a line a gated read stopped in (its bytes stay in `line` and
+    /// `tail`): the next read goes on with it.
+    partial: Option<usize>,
 }
 
 impl<R: Read> FrameReader<R> {
@@ -57,22 +60,39 @@ impl<R: Read> FrameReader<R> {
             line: Vec::with_capacity(READ_CHUNK),
             tail: Vec::new(),
             max: max_frame_bytes,
+            partial: None,
         }
     }
 
     /// Blocks until the next non-blank frame is read. Returns `Ok(None)` at end of input
     /// (a final line without LF is still returned first) and `Err` on a read error.
     pub fn next_frame(&mut self) -> io::Result<Option<Frame<'_>>> {
-        // The previous frame may have held credentials: do not leave them lying around.
-        self.line.fill(0);
-        // Give back the memory of an earlier big frame.
-        if self.line.capacity() > 4 * READ_CHUNK {
-            self.line = Vec::with_capacity(READ_CHUNK);
+        self.next_frame_gated(&mut || true)
+    }
+
+    /// As [`FrameReader::next_frame`], but asks `ready` before each read from the input
+    /// (it may wait for input, with a bound). When it says no, returns `WouldBlock` and
+    /// keeps what it read of a frame for the next call, so a frame that stops half-way
+    /// never blocks the caller past `ready`'s bound.
+    pub(crate) fn next_frame_gated(
+        &mut self,
+        ready: &mut dyn FnMut() -> bool,
+    ) -> io::Result<Option<Frame<'_>>> {
+        if self.partial.is_none() {
+            // The previous frame may have held credentials: do not leave them lying around.
+            self.line.fill(0);
+            // Give back the memory of an earlier big frame.
+            if self.line.capacity() > 4 * READ_CHUNK {
+                self.line = Vec::with_capacity(READ_CHUNK);
+            }
         }
         loop {
-            self.line.clear();
-            self.tail.clear();
-            let Some(size) = self.read_line()? else {
+            let resumed = self.partial.take();
+            if resumed.is_none() {
+                self.line.clear();
+                self.tail.clear();
+            }
+            let Some(size) = self.read_line(resumed, ready)? else {
                 return Ok(None);
             };
             if size > self.max {
@@ -97,14 +117,28 @@ impl<R: Read> FrameReader<R> {
 
     /// Reads one raw line into `self.line` (keeping at most `max` bytes, then only the head).
     /// Returns the line's full length, or `None` at end of input with nothing read.
-    fn read_line(&mut self) -> io::Result<Option<usize>> {
-        let mut size = 0usize;
-        let mut saw_any = false;
+    /// `resumed`: the length read so far of a line a gated read stopped in.
+    fn read_line(
+        &mut self,
+        resumed: Option<usize>,
+        ready: &mut dyn FnMut() -> bool,
+    ) -> io::Result<Option<usize>> {
+        let mut size = resumed.unwrap_or(0);
+        let mut saw_any = resumed.is_some();
         loop {
-            let chunk = match self.inner.fill_buf() {
+            let read = if self.inner.buffer().is_empty() && !ready() {
+                Err(io::ErrorKind::WouldBlock.into())
+            } else {
+                self.inner.fill_buf()
+            };
+            let chunk = match read {
                 Ok(chunk) => chunk,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) => return Err(e),
+                Err(e) => {
+                    // What was read of the line is kept for a caller that reads on.
+                    self.partial = saw_any.then_some(size);
+                    return Err(e);
+                }
             };
             if chunk.is_empty() {
                 return Ok(saw_any.then_some(size));
@@ -638,6 +672,39 @@ pub(crate) fn push_one_line(out: &mut Vec<u8>, json: &[u8]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Yields its pieces one read at a time.
+    struct Pieces(Vec<&'static [u8]>);
+
+    impl Read for Pieces {
+        fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+            if self.0.is_empty() {
+                return Ok(0);
+            }
+            let piece = self.0.remove(0);
+            buf[..piece.len()].copy_from_slice(piece);
+            Ok(piece.len())
+        }
+    }
+
+    #[test]
+    fn a_gated_read_stopped_mid_frame_goes_on_where_it_stopped() {
+        let mut frames = FrameReader::new(Pieces(vec![b"{\"a\":", b"1}\n"]), 1024);
+        let mut asked = 0;
+        // The first piece may be read, the second not yet.
+        let mut ready = || {
+            asked += 1;
+            asked == 1
+        };
+        let cut = frames.next_frame_gated(&mut ready).unwrap_err();
+        assert_eq!(cut.kind(), io::ErrorKind::WouldBlock);
+        assert_eq!(asked, 2);
+        assert_eq!(
+            frames.next_frame().unwrap(),
+            Some(Frame::Line(b"{\"a\":1}".as_slice()))
+        );
+        assert_eq!(frames.next_frame().unwrap(), None);
+    }
 
     #[test]
     fn json_text_is_what_display_prints() {

@@ -88,9 +88,10 @@ impl Outbox {
         self.send_before(frame, None).is_ok()
     }
 
-    /// Queues a frame, waiting at most `wait` for room.
+    /// Queues a frame, waiting at most `wait` for room (a wait too large for the clock
+    /// has no bound).
     pub fn send_timeout(&self, frame: Vec<u8>, wait: Duration) -> Result<(), SendFailure> {
-        self.send_before(frame, Some(Instant::now() + wait))
+        self.send_before(frame, Instant::now().checked_add(wait))
     }
 
     /// Queues a frame without blocking. Returns `false` when the queue is full (by frames or

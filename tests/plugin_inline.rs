@@ -9,7 +9,7 @@ mod common;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use common::Conn;
+use common::{Conn, sampled, thread_name};
 use crossbeam_channel::bounded;
 use executa::{CreateMessage, Invocation, Options, Plugin, Tool, ToolError};
 use serde_json::{Value, json};
@@ -23,20 +23,6 @@ fn serial() -> MutexGuard<'static, ()> {
 
 /// Runs needed before a tool runs on the reader (quick.rs `STREAK`).
 const STREAK: usize = 8;
-
-fn thread_name() -> String {
-    std::thread::current().name().unwrap_or("?").to_owned()
-}
-
-fn sampled(text: &str) -> Value {
-    json!({
-        "role": "assistant",
-        "content": { "type": "text", "text": text },
-        "model": "scripted",
-        "stopReason": "endTurn",
-        "usage": { "inputTokens": 1, "outputTokens": 1, "totalTokens": 2 }
-    })
-}
 
 /// A plugin whose `where` tool says which thread ran it and, with `sample: true`, makes
 /// one sampling call first. `limit` is `Options::inline`.

@@ -8,7 +8,7 @@ mod common;
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
-use common::Conn;
+use common::{Conn, thread_name};
 use crossbeam_channel::{Receiver, Sender, bounded};
 use executa::{Health, Invocation, Options, Plugin, Tool, ToolError};
 use serde_json::{Value, json};
@@ -30,10 +30,6 @@ const PROMPT: Duration = Duration::from_secs(10);
 /// How long a blocked handler waits for the test before it gives up (longer than
 /// [`PROMPT`], so a failing test still ends).
 const GIVE_UP: Duration = Duration::from_secs(30);
-
-fn thread_name() -> String {
-    std::thread::current().name().unwrap_or("?").to_owned()
-}
 
 /// A gate: the handler says it is in, then waits for the test to let it go.
 #[derive(Clone)]

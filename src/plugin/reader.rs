@@ -34,6 +34,10 @@ const REFUSAL_LOG_EVERY: Duration = Duration::from_secs(1);
 /// read everything buffered, i.e. before a read could block).
 const BATCH_BYTES: usize = 16 * 1024;
 
+/// The longest a reader waits for input at once while its own invoke waits for the host
+/// (`ReadState::pump`): a call failed without input (shutdown) is seen this soon.
+const PUMP_SLICE: Duration = Duration::from_millis(100);
+
 /// Starts the reader thread, which reads until end of input, then fails every waiting
 /// reverse call and reports.
 pub(crate) fn start<R: Read + Send + 'static>(
@@ -91,17 +95,29 @@ fn pollable_fd<R: Any>(input: &R) -> Option<RawFd> {
 }
 
 impl<R: Read + Send + 'static> ReadRole for ReadState<R> {
-    fn pump(&mut self, done: &dyn Fn() -> bool, until: Instant) {
+    fn pump(&mut self, done: &dyn Fn() -> bool, until: Option<Instant>) {
         let Some(fd) = self.fd else { return };
         let svc = self.reader.svc.clone();
+        let left = || {
+            until.map_or(Duration::MAX, |u| {
+                u.saturating_duration_since(Instant::now())
+            })
+        };
+        // Every wait for input, also in the middle of a frame, is bounded by the call's time
+        // left, and by PUMP_SLICE: a call can also end without input (the plugin shuts down
+        // and fails it), and nothing would wake `poll` then.
+        let mut ready = || {
+            let left = left();
+            // An error from poll (none is expected) falls back to a plain read.
+            !left.is_zero()
+                && !matches!(
+                    crate::sys::wait_readable(fd, left.min(PUMP_SLICE)),
+                    Ok(false)
+                )
+        };
         while !done() && self.eof.is_none() {
             if !self.frames.has_buffered_frame() {
                 self.batch.flush(&svc);
-                let left = until.saturating_duration_since(Instant::now());
-                // An error from poll (none is expected) falls back to a plain read.
-                if left.is_zero() || matches!(crate::sys::wait_readable(fd, left), Ok(false)) {
-                    return;
-                }
             }
             let ReadState {
                 frames,
@@ -109,7 +125,7 @@ impl<R: Read + Send + 'static> ReadRole for ReadState<R> {
                 batch,
                 ..
             } = self;
-            let invoke = match frames.next_frame() {
+            let invoke = match frames.next_frame_gated(&mut ready) {
                 Ok(Some(Frame::Line(line))) => reader.on_line(line, batch),
                 Ok(Some(Frame::Oversized { head, tail, size })) => {
                     reader.on_oversized(head, tail, size, batch);
@@ -117,6 +133,13 @@ impl<R: Read + Send + 'static> ReadRole for ReadState<R> {
                 }
                 Ok(None) => {
                     self.eof = Some("the host closed stdin".to_owned());
+                    None
+                }
+                // Nothing to read within the slice: look at the call again.
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                    if left().is_zero() {
+                        break;
+                    }
                     None
                 }
                 Err(e) => {
@@ -230,12 +253,13 @@ fn run_inline<R: Read + Send + 'static>(
     relay::running_here(false);
     match (outcome, &mut kept) {
         (Ok(true), _) => {
-            let back = finish_slot(svc, scratch);
-            // Reading had to move to a new thread: not a tool for the reader for a while.
+            let back = take::<R>(svc);
+            // Reading had to move to a new thread while it ran: not a tool for the reader
+            // for a while. (A hand-over for invokes that waited for the slot is not its doing.)
             if let (None, Some(index)) = (&back, ran) {
                 svc.tools[index].quick.penalize();
             }
-            return back;
+            return finish_slot(svc, back, scratch);
         }
         (Ok(false), Some(state)) => state.batch.add(svc, &scratch.frame),
         (Err(job), Some(state)) => state.reader.queue(job.into_job(), &mut state.batch),
@@ -245,15 +269,15 @@ fn run_inline<R: Read + Send + 'static>(
     kept
 }
 
-/// After an invoke the reader ran in a slot of its own: takes the state back, and runs
-/// the invokes that waited for the slot, as the thread whose invoke finished always does.
-/// Their tools need not be quick, so reading first moves to a new reader thread (and if
-/// none can start, this thread reads on after them).
+/// After an invoke the reader ran in a slot of its own, with its state taken back (`kept`;
+/// `None`: a new reader has it): runs the invokes that waited for the slot, as the thread
+/// whose invoke finished always does. Their tools need not be quick, so reading first moves
+/// to a new reader thread (and if none can start, this thread reads on after them).
 fn finish_slot<R: Read + Send + 'static>(
     svc: &Service,
+    mut kept: Option<Box<ReadState<R>>>,
     scratch: &mut Scratch,
 ) -> Option<Box<ReadState<R>>> {
-    let mut kept = take::<R>(svc);
     reply(svc, kept.as_deref_mut(), &mut scratch.frame);
     let mut handed = false;
     while let Some(job) = svc.pool.finish() {

@@ -57,8 +57,9 @@ pub(crate) fn take_waited() -> Duration {
 /// The reading state: a reader loop's input and bookkeeping.
 pub(crate) trait ReadRole: Any + Send {
     /// Reads and handles frames on the calling thread (never running invokes itself)
-    /// until `done` says so, `until` passes, or the input ends. Needs a pollable input.
-    fn pump(&mut self, done: &dyn Fn() -> bool, until: Instant);
+    /// until `done` says so, `until` passes (`None`: no bound), or the input ends. Needs a
+    /// pollable input.
+    fn pump(&mut self, done: &dyn Fn() -> bool, until: Option<Instant>);
 
     /// Starts a new reader thread, which takes the parked state from the relay (unless the
     /// old reader took it back first: then the new thread just ends).
@@ -74,7 +75,8 @@ pub(crate) struct Relay {
     /// Whether the reader runs an invoke with its state parked and no new reader has been
     /// asked for yet; read without the lock on every call to the host.
     inline: AtomicBool,
-    /// Parks so far: the main thread tells a long run from a new one by it.
+    /// Parks (and ends of pumps) so far: the main thread tells a long run from a new one
+    /// by it.
     parks: AtomicUsize,
     /// Whether the main thread has stopped looking (the reader ran nothing for a while).
     unwatched: AtomicBool,
@@ -90,12 +92,13 @@ impl Relay {
     /// watch if it stopped looking).
     pub fn park(&self, role: Box<dyn ReadRole>) {
         *crate::lock::lock(&self.parked) = Some(role);
-        self.parks.fetch_add(1, Ordering::SeqCst);
         self.parked_again();
     }
 
-    /// The state is parked (again): calls may relieve it, and the watch looks at it.
+    /// The state is parked (again): calls may relieve it, and the watch looks at it. After
+    /// a pump too, the watch counts a new run: the reader read until now.
     fn parked_again(&self) {
+        self.parks.fetch_add(1, Ordering::SeqCst);
         self.inline.store(true, Ordering::SeqCst);
         if self.unwatched.load(Ordering::SeqCst)
             && self.unwatched.swap(false, Ordering::SeqCst)
@@ -119,8 +122,10 @@ impl Relay {
         if self.inline.load(Ordering::SeqCst) {
             return true;
         }
+        // Then look again: a park stores `inline` and then looks at `unwatched`, so either
+        // it sees this store and wakes the watch, or this look sees its run.
         self.unwatched.store(true, Ordering::SeqCst);
-        if self.parks.load(Ordering::SeqCst) == *seen {
+        if !self.inline.load(Ordering::SeqCst) {
             return false;
         }
         // A park raced with the store above and may not have seen it: watch that run.
@@ -155,10 +160,11 @@ impl Relay {
 
     /// For a call to the host made by the invoke the reader runs, on the reader's own
     /// thread: instead of waking another thread to read the answer and then being woken
-    /// by it, the reader reads on itself until `done` (the answer is in) or `until`, then
-    /// parks its state again. Returns `false` when it cannot (not this thread, or the state
-    /// moved to a new reader): then the caller waits as any handler does.
-    pub fn pump(&self, done: &dyn Fn() -> bool, until: Instant) -> bool {
+    /// by it, the reader reads on itself until `done` (the answer is in) or `until` (`None`:
+    /// no bound), then parks its state again. Returns `false` when it cannot (not this
+    /// thread, or the state moved to a new reader): then the caller waits as any handler
+    /// does.
+    pub fn pump(&self, done: &dyn Fn() -> bool, until: Option<Instant>) -> bool {
         if !self.pumps_here() {
             return false;
         }
@@ -207,7 +213,7 @@ mod tests {
     struct Role(Arc<AtomicUsize>);
 
     impl ReadRole for Role {
-        fn pump(&mut self, _: &dyn Fn() -> bool, _: Instant) {}
+        fn pump(&mut self, _: &dyn Fn() -> bool, _: Option<Instant>) {}
         fn start_reader(&self) -> std::io::Result<()> {
             self.0.fetch_add(1, Ordering::SeqCst);
             Ok(())
@@ -261,6 +267,51 @@ mod tests {
         );
         assert!(relay.take().is_some());
         assert!(!relay.keep_watching(&mut seen), "no run now");
+    }
+
+    /// The watch going to sleep and a park at the same moment: whatever the interleaving,
+    /// either the watch keeps looking or the park wakes it (a parked run nobody watches
+    /// could wait forever for a request nobody reads). Repeated, since it is a race.
+    #[test]
+    fn a_park_racing_with_the_watch_going_to_sleep_is_always_watched() {
+        use std::sync::Barrier;
+        const ROUNDS: usize = 100_000;
+        let (_events, notifier) = super::super::events::channel().unwrap();
+        let relay = Relay::default();
+        relay.set_watch(notifier);
+        let resumed = Arc::new(AtomicUsize::new(0));
+        let (start, end) = (Barrier::new(2), Barrier::new(2));
+        let mut lost = 0;
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                for round in 0..ROUNDS {
+                    let role = Box::new(Role(resumed.clone()));
+                    start.wait();
+                    // Sweeps the park across the watch's look, a few cycles at a time.
+                    for _ in 0..round % 256 {
+                        std::hint::spin_loop();
+                    }
+                    relay.park(role);
+                    end.wait();
+                }
+            });
+            for _ in 0..ROUNDS {
+                relay.unwatched.store(false, Ordering::SeqCst);
+                let mut seen = 0;
+                start.wait();
+                for _ in 0..128 {
+                    std::hint::spin_loop();
+                }
+                let watching = relay.keep_watching(&mut seen);
+                end.wait();
+                // Parked now: a watch that went to sleep must have been woken.
+                if !watching && relay.unwatched.load(Ordering::SeqCst) {
+                    lost += 1;
+                }
+                relay.take();
+            }
+        });
+        assert_eq!(lost, 0, "parked runs left unwatched in {ROUNDS} rounds");
     }
 
     #[test]

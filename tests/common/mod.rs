@@ -570,6 +570,22 @@ impl Drop for Conn {
     }
 }
 
+/// The name of the calling thread (handlers report where they ran).
+pub fn thread_name() -> String {
+    thread::current().name().unwrap_or("?").to_owned()
+}
+
+/// A scripted host's answer to `sampling/createMessage` with `text`.
+pub fn sampled(text: &str) -> Value {
+    json!({
+        "role": "assistant",
+        "content": { "type": "text", "text": text },
+        "model": "scripted",
+        "stopReason": "endTurn",
+        "usage": { "inputTokens": 1, "outputTokens": 1, "totalTokens": 2 }
+    })
+}
+
 /// Milliseconds since the Unix epoch, for `context.deadline_ms`.
 pub fn now_ms() -> u64 {
     SystemTime::now()

@@ -413,9 +413,10 @@ fn send_and_wait(
         });
     }
     // On the reader's own thread (the invoke runs there), the answer is read right here.
+    // A wait too large for the clock has no bound, as in `recv_timeout`.
     if peer
         .relay
-        .pump(&|| ticket.answer.is_ready(), started + wait)
+        .pump(&|| ticket.answer.is_ready(), started.checked_add(wait))
     {
         // Calls other threads made meanwhile found no parked reader to hand over.
         let ours = usize::from(!ticket.answer.is_ready());
