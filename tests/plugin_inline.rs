@@ -199,10 +199,11 @@ fn end_of_input_while_the_reader_waits_on_the_host_fails_the_call_and_ends() {
 #[test]
 fn a_slow_run_on_the_reader_sends_the_tool_back() {
     let _one = serial();
-    let mut p = start(Duration::from_millis(200));
+    // Warm-up runs take microseconds; half a second leaves room for a loaded machine.
+    let mut p = start(Duration::from_millis(500));
     warm_up(&mut p);
     assert_eq!(
-        run_where(&mut p, "slow", json!({ "sleep_ms": 400 })),
+        run_where(&mut p, "slow", json!({ "sleep_ms": 800 })),
         "executa-reader",
         "the reader cannot know in advance"
     );
