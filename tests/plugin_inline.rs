@@ -157,20 +157,31 @@ fn a_quick_tool_moves_to_the_reader_which_reads_the_answers_to_its_calls_itself(
     p.wait_stopped();
 }
 
+/// A warmed-up plugin whose reader runs invoke `s` of `where` with `args` and waits in
+/// its sampling call (the request has been read).
+fn sampling_on_the_reader(args: Value) -> Conn {
+    let mut p = start(Duration::from_secs(1));
+    warm_up(&mut p);
+    p.invoke("s", "where", args);
+    p.recv_request("sampling/createMessage");
+    p
+}
+
+/// The error text a `where` reply reports for its failed call.
+fn call_error(reply: &common::Msg) -> String {
+    reply.data()["text"]["error"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned()
+}
+
 #[test]
 fn a_call_read_by_the_reader_itself_still_times_out_and_reading_goes_on() {
     let _one = serial();
-    let mut p = start(Duration::from_secs(1));
-    warm_up(&mut p);
-    p.invoke("s", "where", json!({ "sample": true, "timeout_ms": 300 }));
-    p.recv_request("sampling/createMessage");
+    let mut p = sampling_on_the_reader(json!({ "sample": true, "timeout_ms": 300 }));
     // Never answered.
     let reply = p.recv_until_id("\"s\"").0;
-    let error = reply.data()["text"]["error"]
-        .as_str()
-        .unwrap_or_default()
-        .to_owned();
-    assert!(error.contains("timed out"), "{}", reply.raw);
+    assert!(call_error(&reply).contains("timed out"), "{}", reply.raw);
     assert_eq!(reply.data()["thread"], "executa-reader");
     p.request("d", "describe", None);
     p.recv_until_id("\"d\"");
@@ -181,17 +192,10 @@ fn a_call_read_by_the_reader_itself_still_times_out_and_reading_goes_on() {
 #[test]
 fn end_of_input_while_the_reader_waits_on_the_host_fails_the_call_and_ends() {
     let _one = serial();
-    let mut p = start(Duration::from_secs(1));
-    warm_up(&mut p);
-    p.invoke("s", "where", json!({ "sample": true }));
-    p.recv_request("sampling/createMessage");
+    let mut p = sampling_on_the_reader(json!({ "sample": true }));
     p.close_stdin();
     let reply = p.recv_until_id("\"s\"").0;
-    let error = reply.data()["text"]["error"]
-        .as_str()
-        .unwrap_or_default()
-        .to_owned();
-    assert!(error.contains("closed stdin"), "{}", reply.raw);
+    assert!(call_error(&reply).contains("closed stdin"), "{}", reply.raw);
     let stopped = p.wait_stopped();
     assert_eq!(stopped.reason, executa::StopReason::InputClosed);
 }
@@ -207,10 +211,7 @@ fn a_slow_run_on_the_reader_sends_the_tool_back() {
         "executa-reader",
         "the reader cannot know in advance"
     );
-    for i in 0..20 {
-        let t = run_where(&mut p, &format!("after{i}"), json!({}));
-        assert_ne!(t, "executa-reader", "run {i} after the slow one");
-    }
+    runs_off_the_reader(&mut p, "after", 20);
     p.close_stdin();
     p.wait_stopped();
 }
@@ -219,12 +220,17 @@ fn a_slow_run_on_the_reader_sends_the_tool_back() {
 fn with_inline_zero_nothing_runs_on_the_reader() {
     let _one = serial();
     let mut p = start(Duration::ZERO);
-    for i in 0..3 * STREAK {
-        let t = run_where(&mut p, &format!("z{i}"), json!({}));
-        assert_ne!(t, "executa-reader", "run {i}");
-    }
+    runs_off_the_reader(&mut p, "z", 3 * STREAK);
     p.close_stdin();
     p.wait_stopped();
+}
+
+/// Runs `where` `n` times; none may run on the reader.
+fn runs_off_the_reader(p: &mut Conn, prefix: &str, n: usize) {
+    for i in 0..n {
+        let t = run_where(p, &format!("{prefix}{i}"), json!({}));
+        assert_ne!(t, "executa-reader", "run {prefix}{i}");
+    }
 }
 
 /// A handler on the reader that waits for a thread it spawned, which calls the host; and
