@@ -147,7 +147,10 @@ impl Tool {
     /// `R` (any `Serialize`; a non-object is wrapped as `{"value": ...}`).
     ///
     /// The handler runs on a runtime thread while other requests are served; it may block
-    /// (for example on a reverse call to the host).
+    /// (for example on a reverse call to the host). Once the tool has proved quick, it may
+    /// run on the reader thread itself (see [`Options::inline`](super::Options::inline)):
+    /// that changes nothing for the handler, since a call to the host is then read by the
+    /// same thread and any longer wait is handed over within a second or two.
     pub fn new<A, R, F>(name: impl Into<String>, description: impl Into<String>, handler: F) -> Self
     where
         A: DeserializeOwned,
