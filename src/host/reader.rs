@@ -3,7 +3,11 @@
 //! Replies are settled straight into the waiting caller. Reverse requests go to the worker
 //! pool and progress notifications to the event thread, both through bounded queues that
 //! the reader never waits on: when the pool is full the request is refused with -32000,
-//! so replies keep flowing. Anything malformed fails only the call it belongs to.
+//! so replies keep flowing. A quick service's request ([`Service::is_quick`]) is answered
+//! here while the write queue is idle, never waiting for room in it. Anything malformed
+//! fails only the call it belongs to.
+//!
+//! [`Service::is_quick`]: super::Service::is_quick
 
 use std::path::PathBuf;
 use std::process::ChildStdout;

@@ -25,8 +25,11 @@ pub trait Service: Send + Sync {
 
     /// Whether every call returns at once, never blocking (an in-memory backend). Such a
     /// service is answered on the host's reader thread, sparing the hand-off to a worker
-    /// (a thread wake-up, 20-30 µs on a VM); a slow one there would hold up every reply
-    /// from the plugin. Default `false`.
+    /// (a thread wake-up, 20-30 µs on a VM), unless a closure given to
+    /// [`Handlers::on`](super::Handlers::on) answers the method or frames wait in the
+    /// write queue (then a worker answers, as for any service). A slow one there would hold
+    /// up every reply from the plugin, and a call to the [`Host`](super::Host) from it waits
+    /// for a reply only the reader settles: it fails at its timeout. Default `false`.
     fn is_quick(&self) -> bool {
         false
     }
