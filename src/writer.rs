@@ -97,15 +97,24 @@ impl Outbox {
     /// Queues a frame without blocking. Returns `false` when the queue is full (by frames or
     /// bytes) or the writer has stopped; the caller decides what a dropped frame means.
     pub fn try_send(&self, frame: Vec<u8>) -> bool {
+        self.try_queue(frame).is_ok()
+    }
+
+    /// As [`Outbox::try_send`], handing the frame back when it was not queued.
+    pub fn try_queue(&self, frame: Vec<u8>) -> Result<(), Vec<u8>> {
         let len = frame.len();
         if !self.reserve(len) {
-            return false;
+            return Err(frame);
         }
         match self.tx.try_send(Out::Frame(frame)) {
-            Ok(()) => true,
-            Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) => {
+            Ok(()) => Ok(()),
+            Err(TrySendError::Full(out) | TrySendError::Disconnected(out)) => {
                 self.queued_bytes.fetch_sub(len, Ordering::SeqCst);
-                false
+                match out {
+                    Out::Frame(frame) => Err(frame),
+                    // Never: only frames are sent here.
+                    Out::Close => Err(Vec::new()),
+                }
             }
         }
     }

@@ -3,8 +3,8 @@
 //! The host author supplies [`Handlers`]: closures per method and/or [`Service`]s (such as
 //! the in-memory backends). Reverse calls run on a small pool of worker threads, so a slow
 //! handler cannot stall replies to other calls; only a service that declares itself quick
-//! ([`Service::is_quick`]: the in-memory backends) is answered on the reader thread. Progress events go to
-//! one event thread, in order, through a bounded queue (dropped when full: progress is
+//! ([`Service::is_quick`]: the in-memory backends) is answered on the reader thread, while
+//! the write queue is idle. Progress events go to one event thread, in order, through a bounded queue (dropped when full: progress is
 //! best-effort on the platform too).
 
 use std::collections::HashMap;
@@ -14,7 +14,7 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 use std::time::Duration;
 
-use crossbeam_channel::{Receiver, Sender, TrySendError, bounded};
+use crossbeam_channel::{Receiver, Sender, bounded};
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
@@ -133,9 +133,16 @@ pub(crate) struct Job {
 /// The threads end when the last clone is dropped (their queues disconnect).
 #[derive(Clone)]
 pub(crate) struct Dispatcher {
-    jobs: Sender<Job>,
+    jobs: Sender<Task>,
     events: Option<Sender<EventMsg>>,
     handlers: Arc<Handlers>,
+}
+
+/// What a worker receives: a call to serve, or the answer to a quick call that the reader
+/// could not queue without waiting (another thread filled the write queue meanwhile).
+enum Task {
+    Serve(Job),
+    Send(Job, Vec<u8>),
 }
 
 /// What the event thread receives: an event, or a marker to acknowledge once every event
@@ -149,7 +156,7 @@ impl Dispatcher {
     pub(crate) fn start(handlers: Handlers, opts: &HostOptions, label: &str) -> io::Result<Self> {
         let progress = handlers.progress.clone();
         let handlers = Arc::new(handlers);
-        let (jobs, rx) = bounded::<Job>(opts.reverse_queue.max(1));
+        let (jobs, rx) = bounded::<Task>(opts.reverse_queue.max(1));
         for i in 0..opts.reverse_workers.max(1) {
             let (rx, handlers) = (rx.clone(), handlers.clone());
             spawn_named(format!("executa-rpc{i}:{label}"), move || {
@@ -174,22 +181,36 @@ impl Dispatcher {
     }
 
     /// Answers a reverse call on the calling (reader) thread when a quick service answers
-    /// it and the write queue is empty (so the answer is queued without waiting); hands it
-    /// back otherwise, for the workers.
+    /// it and the write queue is empty; hands it back otherwise, for the workers. Never
+    /// waits: an answer that finds the queue filled meanwhile goes to a worker, which
+    /// waits for room (dropped, with a warning, only when the pool is full too).
     pub(crate) fn serve_quick(&self, job: Job) -> Result<(), Job> {
-        if self.handlers.is_quick(&job.method) && job.shared.out.is_idle() {
-            serve(&self.handlers, job);
-            Ok(())
-        } else {
-            Err(job)
+        // `is_quick` asks the host author's services: a panic there leaves the call to
+        // a worker, which answers it -32603.
+        let quick = catch_unwind(AssertUnwindSafe(|| self.handlers.is_quick(&job.method)));
+        if !(quick.unwrap_or(false) && job.shared.out.is_idle()) {
+            return Err(job);
         }
+        let frame = answer(&self.handlers, &job);
+        if let Err(frame) = job.shared.out.try_queue(frame)
+            && let Err(e) = self.jobs.try_send(Task::Send(job, frame))
+            && let Task::Send(job, _) | Task::Serve(job) = e.into_inner()
+        {
+            log::warn!(
+                "[plugin:{}] write queue and reverse-call pool full: an answer was dropped",
+                job.shared.label
+            );
+        }
+        Ok(())
     }
 
     /// Queues a reverse call without blocking; hands it back when the pool is saturated.
     pub(crate) fn submit(&self, job: Job) -> Result<(), Job> {
-        self.jobs.try_send(job).map_err(|e| match e {
-            TrySendError::Full(j) | TrySendError::Disconnected(j) => j,
-        })
+        self.jobs
+            .try_send(Task::Serve(job))
+            .map_err(|e| match e.into_inner() {
+                Task::Serve(job) | Task::Send(job, _) => job,
+            })
     }
 
     /// Queues a progress event without blocking; dropped when nobody listens or the queue
@@ -242,9 +263,12 @@ impl Dispatcher {
 }
 
 /// Blocks on the job queue; ends when every [`Dispatcher`] clone is gone.
-fn worker(rx: &Receiver<Job>, handlers: &Handlers) {
-    for job in rx {
-        serve(handlers, job);
+fn worker(rx: &Receiver<Task>, handlers: &Handlers) {
+    for task in rx {
+        match task {
+            Task::Serve(job) => serve(handlers, job),
+            Task::Send(job, frame) => job.shared.send_reply(frame),
+        }
     }
 }
 
@@ -265,31 +289,26 @@ fn event_loop(rx: &Receiver<EventMsg>, cb: &ProgressFn) {
 }
 
 fn serve(handlers: &Handlers, job: Job) {
-    let params: Value = job
-        .params
-        .as_ref()
-        .and_then(|p| serde_json::from_str(p.get()).ok())
-        .unwrap_or(Value::Null);
+    let frame = answer(handlers, &job);
+    job.shared.send_reply(frame);
+}
+
+/// Runs the gates, the routing and the handler for one call: its answer frame.
+fn answer(handlers: &Handlers, job: &Job) -> Vec<u8> {
     job.shared.count_reverse_call();
-    let prepared = prepare(&job.shared, handlers, &job.method, params, &job.id);
-    // A method with no handler is not a refusal by the Agent's gates or routing.
-    if let Err(refusal) = &prepared
-        && (refusal.code != codes::METHOD_NOT_FOUND || handlers.handles(&job.method))
-    {
-        job.shared.record_refusal(&job.method, refusal);
-    }
-    let outcome = prepared.and_then(|call| {
-        catch_unwind(AssertUnwindSafe(|| handlers.call(&call))).unwrap_or_else(|panic| {
+    // The host author's code runs here (`handles` too, not only `call`), maybe on the
+    // reader: a panic costs this call its answer, never the thread.
+    let outcome =
+        catch_unwind(AssertUnwindSafe(|| handle(handlers, job))).unwrap_or_else(|panic| {
             Err(RpcError::new(
                 codes::INTERNAL_ERROR,
                 format!(
                     "the host's handler for `{}` panicked: {}",
-                    call.method,
+                    job.method,
                     panic_text(&*panic)
                 ),
             ))
-        })
-    });
+        });
     let mut frame = Vec::with_capacity(256);
     match outcome.and_then(|v| {
         serde_json::value::to_raw_value(&v).map_err(|e| {
@@ -302,7 +321,24 @@ fn serve(handlers: &Handlers, job: Job) {
         Ok(raw) => wire::write_response(&mut frame, job.id.as_raw(), &raw),
         Err(e) => wire::write_error(&mut frame, job.id.as_raw(), &e),
     }
-    job.shared.send_reply(frame);
+    frame
+}
+
+/// The gates, the routing and the handler for one call.
+fn handle(handlers: &Handlers, job: &Job) -> Result<Value, RpcError> {
+    let params: Value = job
+        .params
+        .as_ref()
+        .and_then(|p| serde_json::from_str(p.get()).ok())
+        .unwrap_or(Value::Null);
+    let prepared = prepare(&job.shared, handlers, &job.method, params, &job.id);
+    // A method with no handler is not a refusal by the Agent's gates or routing.
+    if let Err(refusal) = &prepared
+        && (refusal.code != codes::METHOD_NOT_FOUND || handlers.handles(&job.method))
+    {
+        job.shared.record_refusal(&job.method, refusal);
+    }
+    handlers.call(&prepared?)
 }
 
 fn panic_text(p: &(dyn std::any::Any + Send)) -> String {
@@ -399,5 +435,74 @@ fn route(shared: &Shared, claimed: Option<String>) -> Result<Option<String>, Rpc
                 "params.context.invoke_id is missing and several invokes are in flight".into(),
             )),
         },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::writer::{Out, Outbox, channel_with};
+
+    /// A quick service whose call queues a frame of its own first: it stands in for
+    /// another thread (a caller, a worker) filling the write queue while the reader runs
+    /// a quick handler, which no check made before the handler can rule out.
+    struct FillsTheQueue(Outbox);
+
+    impl Service for FillsTheQueue {
+        fn handles(&self, method: &str) -> bool {
+            method == "test/quick"
+        }
+        fn call(&self, _: &ReverseCall) -> Result<Value, RpcError> {
+            assert!(self.0.try_send(b"{\"other\":1}\n".to_vec()));
+            Ok(Value::from("answered"))
+        }
+        fn is_quick(&self) -> bool {
+            true
+        }
+    }
+
+    fn quick_job(method: &str, out: Outbox) -> Job {
+        let opts = HostOptions {
+            strict_invoke_context: false,
+            ..HostOptions::default()
+        };
+        Job {
+            shared: Shared::for_test(out, opts).expect("spawn `true`"),
+            id: Id::number(7),
+            method: method.into(),
+            params: None,
+        }
+    }
+
+    #[test]
+    fn the_reader_never_waits_for_room_and_the_quick_answer_still_goes_out() {
+        let (out, inbox) = channel_with(1);
+        let handlers = Handlers::new().service(Arc::new(FillsTheQueue(out.clone())));
+        let dispatch = Dispatcher::start(handlers, &HostOptions::default(), "t").unwrap();
+        let job = quick_job("test/quick", out);
+        let (done_tx, done_rx) = bounded(1);
+        std::thread::spawn(move || {
+            let _ = done_tx.send(dispatch.serve_quick(job).is_ok());
+        });
+        // The queue stays full until the reader is back: waiting there would be the
+        // reader waiting for the plugin to read its stdin (which may be waiting for us to
+        // read its stdout), and the answer dropped after REPLY_SEND_WAIT.
+        let served = done_rx.recv_timeout(Duration::from_secs(60));
+        assert_eq!(served, Ok(true), "the reader returned, the call taken");
+        let mut frames = Vec::new();
+        while frames.len() < 2 {
+            match inbox.receiver().recv_timeout(Duration::from_secs(30)) {
+                Ok(Out::Frame(f)) => {
+                    inbox.written(f.len());
+                    frames.push(String::from_utf8(f).unwrap());
+                }
+                other => panic!(
+                    "the answer was lost ({:?}); queued: {frames:?}",
+                    other.is_ok()
+                ),
+            }
+        }
+        assert!(frames[1].contains(r#""id":7"#), "{frames:?}");
+        assert!(frames[1].contains("answered"), "{frames:?}");
     }
 }

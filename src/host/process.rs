@@ -3,13 +3,12 @@
 //! `shutdown.rs`. [`crate::host::Host`] wraps this with restarts; `executa check` drives it
 //! directly to watch a plugin misbehave.
 
-use std::collections::HashSet;
 use std::io;
 use std::process::ExitStatus;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crossbeam_channel::{Sender, bounded};
 
@@ -17,9 +16,8 @@ use super::command::PluginCommand;
 use super::dispatch::{Dispatcher, Handlers};
 use super::exit::ExitNotify;
 use super::options::HostOptions;
-use super::pending::Pending;
 use super::reader;
-use super::shared::{ChildSlot, Shared, watch};
+use super::shared::{Shared, watch};
 use super::stderr::{self, StderrTail};
 use super::types::{ShutdownReport, StdoutNoise};
 use super::writer;
@@ -81,32 +79,14 @@ impl PluginProcess {
         };
         let (out_tx, out_rx) = crate::writer::channel_with(opts.write_queue);
         let tail = Arc::new(StderrTail::new(opts.stderr_tail_lines));
-        let shared = Arc::new(Shared {
-            label: label.clone(),
-            pid: child.id(),
-            next_id: AtomicU64::new(1),
-            pending: Pending::new(),
-            out: out_tx,
-            child: Mutex::new(ChildSlot {
-                child,
-                status: None,
-            }),
-            stderr: tail.clone(),
-            noise: Mutex::new(StdoutNoise::default()),
-            closing: AtomicBool::new(false),
-            replies: AtomicU64::new(0),
-            reverse_calls: AtomicU64::new(0),
-            refusals: Mutex::new(Vec::new()),
-            negotiated: Mutex::new(None),
-            manifest: Mutex::new(None),
-            invokes: Mutex::new(HashSet::new()),
-            exit_notify,
-            started: Instant::now(),
-            ended: AtomicBool::new(false),
-            stdout_closed: AtomicBool::new(false),
-            initialize_sent: AtomicBool::new(false),
+        let shared = Arc::new(Shared::new(
+            label.clone(),
+            child,
+            out_tx,
             opts,
-        });
+            tail.clone(),
+            exit_notify,
+        ));
         let (stop_tx, stop_rx) = bounded::<()>(1);
         let process = PluginProcess {
             shared: shared.clone(),

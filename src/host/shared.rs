@@ -93,6 +93,43 @@ pub(crate) struct Shared {
 }
 
 impl Shared {
+    /// The state of a process just spawned.
+    pub(super) fn new(
+        label: String,
+        child: Child,
+        out: Outbox,
+        opts: Arc<HostOptions>,
+        stderr: Arc<StderrTail>,
+        exit_notify: Option<ExitNotify>,
+    ) -> Shared {
+        Shared {
+            label,
+            pid: child.id(),
+            next_id: AtomicU64::new(1),
+            pending: Pending::new(),
+            out,
+            child: Mutex::new(ChildSlot {
+                child,
+                status: None,
+            }),
+            stderr,
+            noise: Mutex::new(StdoutNoise::default()),
+            closing: AtomicBool::new(false),
+            replies: AtomicU64::new(0),
+            reverse_calls: AtomicU64::new(0),
+            refusals: Mutex::new(Vec::new()),
+            negotiated: Mutex::new(None),
+            manifest: Mutex::new(None),
+            invokes: Mutex::new(HashSet::new()),
+            exit_notify,
+            started: Instant::now(),
+            ended: AtomicBool::new(false),
+            stdout_closed: AtomicBool::new(false),
+            initialize_sent: AtomicBool::new(false),
+            opts,
+        }
+    }
+
     /// Sends a request and blocks until its reply, the timeout, or the process's end.
     pub(crate) fn request<P: Serialize + ?Sized>(
         &self,
@@ -418,4 +455,17 @@ pub(super) fn write_bare_request(out: &mut Vec<u8>, id: &Id, method: &str) {
     out.extend_from_slice(b",\"method\":");
     wire::serialize_into(out, method);
     out.extend_from_slice(b"}\n");
+}
+
+#[cfg(test)]
+impl Shared {
+    /// A `Shared` for unit tests: a short-lived child (`true`, reaped at once) and the
+    /// given output queue, whose inbox the test holds in place of a writer.
+    pub(crate) fn for_test(out: Outbox, opts: HostOptions) -> io::Result<Arc<Shared>> {
+        let child = std::process::Command::new("true").spawn()?;
+        let tail = Arc::new(StderrTail::new(1));
+        let shared = Shared::new("test".into(), child, out, Arc::new(opts), tail, None);
+        shared.wait_status(Duration::from_secs(30));
+        Ok(Arc::new(shared))
+    }
 }
