@@ -1,9 +1,9 @@
 //! Which tools are quick enough for the reader thread to run their invokes itself.
 //!
 //! Handing an invoke to another thread costs a wake-up: 20-30 µs of CPU on a VM, more than
-//! most handlers take. So a tool whose recent runs were all quick ([`Options::inline`]) and
-//! never called the host runs on the reader, one read, one parse and one write per request
-//! like a single-threaded loop. Every run is timed (two clock reads), minus the time it
+//! most handlers take. So a tool whose recent runs were all quick ([`Options::inline`])
+//! runs on the reader, one read, one parse and one write per request like a
+//! single-threaded loop. Every run is timed (two clock reads), minus the time it
 //! waited on the host: with a pollable input the reader reads the answers to its own calls
 //! (`relay.rs`), so waiting on the host stalls nothing. A slow run elsewhere only restarts
 //! the streak; a slow run on the reader, a run whose reading had to move to a new reader
