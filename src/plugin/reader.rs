@@ -79,6 +79,54 @@ pub(crate) struct ReadState<R> {
     batch: Batch,
 }
 
+/// What reading one frame came to.
+enum Step {
+    /// An invoke the reader may run itself (see `quick.rs`).
+    Invoke(InvokeJob),
+    /// The frame was dealt with (queued, settled, refused or ignored).
+    Handled,
+    /// Nothing to read yet (only with a gate).
+    NoInput,
+    /// The input ended, for this reason.
+    Ended(String),
+}
+
+impl<R: Read> ReadState<R> {
+    /// Reads one frame and handles it: the one place both the reader's loop and a pump
+    /// turn input into work. With a gate (a pump), `ready` is asked before each read from
+    /// the input, and a read that would block is no input yet; without one (the loop), the
+    /// read blocks, and any failure ends the input.
+    fn step(&mut self, ready: Option<&mut dyn FnMut() -> bool>) -> Step {
+        let ReadState {
+            frames,
+            reader,
+            batch,
+            ..
+        } = self;
+        let gated = ready.is_some();
+        let mut always = || true;
+        let gate: &mut dyn FnMut() -> bool = match ready {
+            Some(ready) => ready,
+            None => &mut always,
+        };
+        match frames.next_frame_gated(gate) {
+            Ok(Some(Frame::Line(line))) => reader
+                .on_line(line, batch)
+                .map_or(Step::Handled, Step::Invoke),
+            Ok(Some(Frame::Oversized { head, tail, size })) => {
+                reader.on_oversized(head, tail, size, batch);
+                Step::Handled
+            }
+            Ok(None) => Step::Ended("the host closed stdin".to_owned()),
+            Err(e) if gated && e.kind() == std::io::ErrorKind::WouldBlock => Step::NoInput,
+            Err(e) => {
+                log::error!("executa: reading stdin failed: {e}");
+                Step::Ended(format!("reading stdin failed: {e}"))
+            }
+        }
+    }
+}
+
 /// The descriptor of an input of a type known to have one (`File`: stdin as the runtime
 /// takes it; a pipe's or socket's end), for `poll`.
 fn pollable_fd<R: Any>(input: &R) -> Option<RawFd> {
@@ -119,38 +167,17 @@ impl<R: Read + Send + 'static> ReadRole for ReadState<R> {
             if !self.frames.has_buffered_frame() {
                 self.batch.flush(&svc);
             }
-            let ReadState {
-                frames,
-                reader,
-                batch,
-                ..
-            } = self;
-            let invoke = match frames.next_frame_gated(&mut ready) {
-                Ok(Some(Frame::Line(line))) => reader.on_line(line, batch),
-                Ok(Some(Frame::Oversized { head, tail, size })) => {
-                    reader.on_oversized(head, tail, size, batch);
-                    None
-                }
-                Ok(None) => {
-                    self.eof = Some("the host closed stdin".to_owned());
-                    None
-                }
+            match self.step(Some(&mut ready)) {
+                // Inside a handler nothing runs here: an invoke goes to the dispatch side.
+                Step::Invoke(job) => self.reader.queue(job.into_job(), &mut self.batch),
+                Step::Handled => {}
                 // Nothing to read within the slice: look at the call again.
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                Step::NoInput => {
                     if left().is_zero() {
                         break;
                     }
-                    None
                 }
-                Err(e) => {
-                    log::error!("executa: reading stdin failed: {e}");
-                    self.eof = Some(format!("reading stdin failed: {e}"));
-                    None
-                }
-            };
-            // Inside a handler nothing runs here: an invoke goes to the dispatch side.
-            if let Some(job) = invoke {
-                self.reader.queue(job.into_job(), &mut self.batch);
+                Step::Ended(why) => self.eof = Some(why),
             }
         }
         // Ended: every waiting call fails now (the reader's loop reports the end once the
@@ -190,29 +217,13 @@ fn read_loop<R: Read + Send + 'static>(mut state: Box<ReadState<R>>) {
         if state.batch.bytes.len() >= BATCH_BYTES || !state.frames.has_buffered_frame() {
             state.batch.flush(&svc);
         }
-        let ReadState {
-            frames,
-            reader,
-            batch,
-            ..
-        } = &mut *state;
-        let invoke = match frames.next_frame() {
-            Ok(None) => break "the host closed stdin".to_owned(),
-            Err(e) => {
-                log::error!("executa: reading stdin failed: {e}");
-                break format!("reading stdin failed: {e}");
-            }
-            Ok(Some(Frame::Line(line))) => reader.on_line(line, batch),
-            Ok(Some(Frame::Oversized { head, tail, size })) => {
-                reader.on_oversized(head, tail, size, batch);
-                None
-            }
-        };
-        if let Some(job) = invoke {
-            match run_inline(&svc, state, job, &mut scratch) {
+        match state.step(None) {
+            Step::Invoke(job) => match run_inline(&svc, state, job, &mut scratch) {
                 Some(back) => state = back,
                 None => return,
-            }
+            },
+            Step::Handled | Step::NoInput => {}
+            Step::Ended(why) => break why,
         }
     };
     state.batch.flush(&svc);

@@ -174,8 +174,7 @@ impl Relay {
         // Not parked while it reads: a call of another thread now waits for this reader.
         self.inline.store(false, Ordering::SeqCst);
         role.pump(done, until);
-        *crate::lock::lock(&self.parked) = Some(role);
-        self.parked_again();
+        self.park(role);
         true
     }
 
