@@ -603,6 +603,16 @@ pub fn write_response(out: &mut Vec<u8>, id: &RawValue, result: &RawValue) {
     write_response_to(out, id.get().as_bytes(), result);
 }
 
+/// As [`write_response`] with the result as a `serde_json::Value`, serialized in place.
+#[cfg(feature = "host")]
+pub(crate) fn write_response_value(out: &mut Vec<u8>, id: &RawValue, result: &serde_json::Value) {
+    out.extend_from_slice(b"{\"jsonrpc\":\"2.0\",\"id\":");
+    out.extend_from_slice(id.get().as_bytes());
+    out.extend_from_slice(b",\"result\":");
+    serialize_into(out, result);
+    out.extend_from_slice(b"}\n");
+}
+
 /// Appends `{"jsonrpc":"2.0","id":<id>,"error":{...}}\n`.
 pub fn write_error(out: &mut Vec<u8>, id: &RawValue, error: &RpcError) {
     write_error_to(out, id.get().as_bytes(), error);
@@ -633,6 +643,25 @@ pub fn write_request<P: Serialize + ?Sized>(
     method: &str,
     params: &P,
 ) {
+    request_head(out, id, method);
+    serialize_into(out, params);
+    out.extend_from_slice(b"}\n");
+}
+
+/// As [`write_request`] with params already rendered as compact JSON (one line).
+pub(crate) fn write_request_raw(
+    out: &mut Vec<u8>,
+    id: Option<&RawValue>,
+    method: &str,
+    params: &[u8],
+) {
+    request_head(out, id, method);
+    out.extend_from_slice(params);
+    out.extend_from_slice(b"}\n");
+}
+
+/// A request frame up to its params.
+fn request_head(out: &mut Vec<u8>, id: Option<&RawValue>, method: &str) {
     out.extend_from_slice(b"{\"jsonrpc\":\"2.0\",");
     if let Some(id) = id {
         out.extend_from_slice(b"\"id\":");
@@ -642,8 +671,6 @@ pub fn write_request<P: Serialize + ?Sized>(
     out.extend_from_slice(b"\"method\":");
     serialize_into(out, method);
     out.extend_from_slice(b",\"params\":");
-    serialize_into(out, params);
-    out.extend_from_slice(b"}\n");
 }
 
 /// Serializes compactly (never a raw newline). A value that fails to serialize, which

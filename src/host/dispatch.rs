@@ -310,15 +310,10 @@ fn answer(handlers: &Handlers, job: &Job) -> Vec<u8> {
             ))
         });
     let mut frame = Vec::with_capacity(256);
-    match outcome.and_then(|v| {
-        serde_json::value::to_raw_value(&v).map_err(|e| {
-            RpcError::new(
-                codes::INTERNAL_ERROR,
-                format!("unserializable handler result: {e}"),
-            )
-        })
-    }) {
-        Ok(raw) => wire::write_response(&mut frame, job.id.as_raw(), &raw),
+    match outcome {
+        // Straight into the frame: a `Value` always serializes, and one pass saves the
+        // copy through a `RawValue`.
+        Ok(v) => wire::write_response_value(&mut frame, job.id.as_raw(), &v),
         Err(e) => wire::write_error(&mut frame, job.id.as_raw(), &e),
     }
     frame

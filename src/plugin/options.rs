@@ -40,7 +40,8 @@ pub struct Options {
     /// handler on the reader waits for the host's answer, the reader reads on (it serves
     /// other requests and reads that answer itself). A tool qualifies after 8 runs in a row
     /// under this limit; one slower run on the reader, or a run whose reading had to move to
-    /// a new reader thread, sends it back to the dispatch side for 256 runs. Other requests
+    /// a new reader thread, sends it back to the dispatch side: for 16 runs the first time,
+    /// twice as many each later time, up to 256. Other requests
     /// wait in the pipe while the reader runs an invoke's own work, at most 1-2 s: a call
     /// to the host from another thread while it runs hands reading to a new reader thread
     /// at once, and so does a run still going after a second (it may wait for a later

@@ -8,8 +8,11 @@
 //! (`relay.rs`), so waiting on the host stalls nothing. A slow run elsewhere only restarts
 //! the streak; a slow run on the reader, a run whose reading had to move to a new reader
 //! thread, or (without a pollable input) any call to the host sends the tool back to the
-//! dispatch side for [`PENALTY`] runs, so a tool that is only sometimes slow stalls the
-//! reader at most once per [`PENALTY`] + [`STREAK`] invokes.
+//! dispatch side. The first time for [`FIRST_PENALTY`] runs, doubling with each later
+//! penalty up to [`PENALTY`]: a tool's first runs on the reader are often slow once (code
+//! and data not yet in cache, a lazy initialisation), which should not cost it hundreds of
+//! runs, while a tool that is only sometimes slow soon stalls the reader at most once per
+//! [`PENALTY`] + [`STREAK`] invokes.
 //!
 //! [`Options::inline`]: super::Options::inline
 
@@ -19,12 +22,21 @@ use std::time::Duration;
 /// Quick runs in a row before a tool runs on the reader.
 pub(crate) const STREAK: i32 = 8;
 
-/// Runs on the dispatch side after a slow run or a call to the host.
+/// Runs on the dispatch side after a slow run or a call to the host, at most.
 pub(crate) const PENALTY: i32 = 256;
 
-/// A tool's recent record: quick runs in a row, negative while it serves a penalty.
-#[derive(Default)]
-pub(crate) struct Quickness(AtomicI32);
+/// The first penalty; each later one doubles, up to [`PENALTY`].
+pub(crate) const FIRST_PENALTY: i32 = 16;
+
+/// A tool's recent record: quick runs in a row, negative while it serves a penalty; and
+/// the length of its next penalty.
+pub(crate) struct Quickness(AtomicI32, AtomicI32);
+
+impl Default for Quickness {
+    fn default() -> Self {
+        Quickness(AtomicI32::new(0), AtomicI32::new(FIRST_PENALTY))
+    }
+}
 
 impl Quickness {
     /// Whether the next invoke may run on the reader.
@@ -32,10 +44,16 @@ impl Quickness {
         self.0.load(Ordering::Relaxed) >= STREAK
     }
 
-    /// Sends the tool back to the dispatch side for [`PENALTY`] runs (a run on the reader
-    /// that had to hand reading over).
+    /// Sends the tool back to the dispatch side (a run on the reader that had to hand
+    /// reading over), for twice as long as the last time, at most [`PENALTY`] runs.
     pub fn penalize(&self) {
-        self.0.store(-PENALTY, Ordering::Relaxed);
+        self.0.store(-self.next_penalty(), Ordering::Relaxed);
+    }
+
+    fn next_penalty(&self) -> i32 {
+        let len = self.1.load(Ordering::Relaxed);
+        self.1.store((len * 2).min(PENALTY), Ordering::Relaxed);
+        len
     }
 
     /// Records one run (`on_reader`: the reader ran it). Racing updates from several
@@ -44,7 +62,7 @@ impl Quickness {
         let now = self.0.load(Ordering::Relaxed);
         let slow = took > limit;
         let next = if called_host || (slow && on_reader) {
-            -PENALTY
+            -self.next_penalty()
         } else if slow {
             now.min(0)
         } else {
@@ -80,10 +98,30 @@ mod tests {
         assert!(q.is_quick());
         q.record(SLOW, false, LIMIT, true);
         assert!(!q.is_quick());
-        streak(&q, PENALTY + STREAK - 1);
+        streak(&q, FIRST_PENALTY + STREAK - 1);
         assert!(!q.is_quick(), "the penalty is served first");
         streak(&q, 1);
         assert!(q.is_quick());
+    }
+
+    #[test]
+    fn each_penalty_doubles_up_to_the_longest() {
+        let q = Quickness::default();
+        let mut len = FIRST_PENALTY;
+        for _ in 0..8 {
+            streak(&q, STREAK);
+            assert!(q.is_quick());
+            q.record(SLOW, false, LIMIT, true);
+            streak(&q, len + STREAK - 1);
+            assert!(!q.is_quick(), "a penalty of {len} runs is served first");
+            streak(&q, 1);
+            assert!(q.is_quick(), "and is {len} runs long");
+            len = (len * 2).min(PENALTY);
+        }
+        assert_eq!(len, PENALTY, "the penalty stops growing at its longest");
+        q.penalize();
+        streak(&q, PENALTY + STREAK - 1);
+        assert!(!q.is_quick(), "a hand-over costs the longest penalty too");
     }
 
     #[test]

@@ -281,11 +281,90 @@ fn with_defaults<'a>(raw: &'a str, defaults: Option<&Value>) -> Result<Cow<'a, s
     let Some(params) = defaults else {
         return Ok(Cow::Borrowed(raw));
     };
+    if let Some(text) = top_level_defaults(raw, params) {
+        return Ok(text);
+    }
     let mut value: Value = serde_json::from_str(raw).map_err(|e| invalid(raw, &e))?;
     if let Some(map) = value.as_object_mut() {
         args::apply_defaults(map, params);
     }
     Ok(Cow::Owned(serde_json::to_string(&value)?))
+}
+
+/// The common case of [`with_defaults`] without a `Value` tree: only top-level defaults
+/// are missing, so they are appended after the last member (or none is, and the text is
+/// borrowed). `None` (the general path decides) when the text is not an object with plain
+/// keys, when a default would replace a `null`, or when a given object or array may need
+/// nested defaults.
+fn top_level_defaults<'a>(raw: &'a str, params: &Value) -> Option<Cow<'a, str>> {
+    let list = params.as_array()?;
+    let Members(given) = serde_json::from_str(raw).ok()?;
+    let mut added: Vec<u8> = Vec::new();
+    for p in list {
+        let Some(name) = p.get("name").and_then(Value::as_str) else {
+            continue;
+        };
+        let default = p.get("default");
+        match given.iter().find(|(key, _)| *key == name).map(|(_, v)| v) {
+            None => {
+                if let Some(d) = default {
+                    if !added.is_empty() || !given.is_empty() {
+                        added.push(b',');
+                    }
+                    crate::wire::serialize_into(&mut added, name);
+                    added.push(b':');
+                    crate::wire::serialize_into(&mut added, d);
+                }
+            }
+            Some(v) if v.get() == "null" && default.is_some() => return None,
+            Some(_) if has_nested_defaults(p) => return None,
+            Some(_) => {}
+        }
+    }
+    if added.is_empty() {
+        return Some(Cow::Borrowed(raw));
+    }
+    let open = raw.trim_end().strip_suffix('}')?;
+    let mut text = String::with_capacity(open.len() + added.len() + 1);
+    text.push_str(open);
+    text.push_str(std::str::from_utf8(&added).ok()?);
+    text.push('}');
+    Some(Cow::Owned(text))
+}
+
+/// The members of a JSON object, keys borrowed (an escaped key fails the parse), values
+/// raw. A hand-written visitor: a map type here would cost plugin binaries 7 KB.
+struct Members<'a>(Vec<(&'a str, &'a RawValue)>);
+
+impl<'de> serde::Deserialize<'de> for Members<'de> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Visit;
+        impl<'de> serde::de::Visitor<'de> for Visit {
+            type Value = Members<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("an object")
+            }
+            fn visit_map<M: serde::de::MapAccess<'de>>(
+                self,
+                mut m: M,
+            ) -> Result<Members<'de>, M::Error> {
+                let mut members = Vec::new();
+                while let Some(key) = m.next_key::<&'de str>()? {
+                    members.push((key, m.next_value::<&'de RawValue>()?));
+                }
+                Ok(Members(members))
+            }
+        }
+        d.deserialize_map(Visit)
+    }
+}
+
+/// Whether a parameter declares defaults inside the object (or the array's items) it takes.
+fn has_nested_defaults(p: &Value) -> bool {
+    let props = p
+        .get("properties")
+        .or_else(|| p.get("items").and_then(|i| i.get("properties")));
+    props.is_some_and(args::has_defaults)
 }
 
 /// The parameter list as JSON when it declares defaults, worked out at the first invoke.
@@ -308,5 +387,68 @@ fn invalid(text: &str, err: &serde_json::Error) -> ToolError {
             ToolError::invalid_arguments(message).with_details(Value::Object(details))
         }
         None => ToolError::invalid_arguments(format!("invalid arguments: {what}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn params() -> Value {
+        json!([
+            { "name": "prompt" },
+            { "name": "max_tokens", "default": 256 },
+            { "name": "style", "default": "plain \"quoted\"" },
+            { "name": "opts", "properties": [{ "name": "depth", "default": 2 }] },
+        ])
+    }
+
+    fn filled(raw: &str) -> Value {
+        let text = with_defaults(raw, Some(&params())).expect("valid arguments");
+        serde_json::from_str(&text).expect("filled arguments are JSON")
+    }
+
+    #[test]
+    fn missing_top_level_defaults_are_appended_and_present_ones_kept() {
+        let p = params();
+        let text = top_level_defaults(r#"{"prompt":"hi"}"#, &p).expect("the fast path");
+        let v: Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(
+            v,
+            json!({ "prompt": "hi", "max_tokens": 256, "style": "plain \"quoted\"" })
+        );
+        let all = r#"{ "prompt":"hi", "max_tokens":1, "style":"x" }"#;
+        assert!(matches!(top_level_defaults(all, &p), Some(Cow::Borrowed(t)) if t == all));
+        let empty = top_level_defaults("{ }", &p).expect("the fast path");
+        assert_eq!(
+            serde_json::from_str::<Value>(&empty).unwrap(),
+            json!({ "max_tokens": 256, "style": "plain \"quoted\"" })
+        );
+    }
+
+    #[test]
+    fn nulls_nested_defaults_and_escaped_keys_take_the_general_path_with_the_same_result() {
+        let p = params();
+        for raw in [
+            r#"{"prompt":"hi","max_tokens":null}"#,
+            r#"{"prompt":"hi","opts":{}}"#,
+            r#"{"pro\u006dpt":"hi"}"#,
+        ] {
+            assert!(top_level_defaults(raw, &p).is_none(), "{raw}");
+        }
+        assert_eq!(
+            filled(r#"{"prompt":"hi","max_tokens":null}"#)["max_tokens"],
+            256
+        );
+        assert_eq!(filled(r#"{"opts":{}}"#)["opts"], json!({ "depth": 2 }));
+        assert_eq!(filled(r#"{"pro\u006dpt":"hi"}"#)["prompt"], "hi");
+        assert_eq!(filled(r#"{"pro\u006dpt":"hi"}"#)["max_tokens"], 256);
+    }
+
+    #[test]
+    fn arguments_that_are_not_an_object_are_left_to_the_typed_parse() {
+        assert!(top_level_defaults("[1]", &params()).is_none());
+        assert_eq!(filled("[1]"), json!([1]));
     }
 }

@@ -133,7 +133,8 @@ impl ScriptedSampling {
         };
         self.complete(&mut result, p, input_tokens);
         let used = result
-            .pointer("/usage/totalTokens")
+            .get("usage")
+            .and_then(|u| u.get("totalTokens"))
             .and_then(Value::as_u64)
             .unwrap_or(0);
         self.charge(call.invoke_id.as_deref(), used)?;
@@ -169,7 +170,7 @@ impl ScriptedSampling {
             }),
         );
         let mut meta = json!({ "provider": "executa-memory", "latencyMs": 0 });
-        if let Some(kind) = p.pointer("/responseFormat/type").and_then(Value::as_str) {
+        if let Some(kind) = response_format(p).and_then(Value::as_str) {
             meta["responseFormat"] = json!({
                 "requested": kind,
                 "applied": "json_object",
@@ -306,7 +307,7 @@ fn validate(p: &Value) -> std::result::Result<String, RpcError> {
 }
 
 fn echo_text(p: &Value, last_user: &str) -> String {
-    if p.pointer("/responseFormat/type").is_some() {
+    if response_format(p).is_some() {
         json!({ "echo": last_user }).to_string()
     } else {
         last_user.to_owned()
@@ -326,12 +327,19 @@ fn all_text(p: &Value) -> String {
         .flatten()
     {
         s.push_str(
-            m.pointer("/content/text")
+            m.get("content")
+                .and_then(|c| c.get("text"))
                 .and_then(Value::as_str)
                 .unwrap_or_default(),
         );
     }
     s
+}
+
+/// `responseFormat.type` of a request. (Not `Value::pointer`, which allocates for every
+/// step of its path: this runs on every sampling call.)
+fn response_format(p: &Value) -> Option<&Value> {
+    p.get("responseFormat").and_then(|f| f.get("type"))
 }
 
 /// About four characters per token; at least one.

@@ -216,18 +216,57 @@ impl InvokeHandle {
         params: &P,
         timeout: Option<Duration>,
     ) -> Result<Box<RawValue>> {
+        let answer = self.exchange(method, params, timeout, None)?;
+        if method == SAMPLING {
+            self.record_tokens(&answer);
+        }
+        Ok(answer)
+    }
+
+    /// A sampling call whose answer is parsed once, for the caller and the token budget
+    /// (a malformed answer still counts whatever usage it reports).
+    fn create_message(
+        &self,
+        request: &sampling::CreateMessage,
+        timeout: Option<Duration>,
+    ) -> Result<sampling::SamplingResult> {
+        let raw = self.exchange(SAMPLING, request, timeout, Some(request.max_tokens))?;
+        match serde_json::from_str::<sampling::SamplingResult>(raw.get()) {
+            Ok(result) => {
+                // `totalTokens` is 0 here when absent: then input plus output.
+                if let Some(u) = &result.usage {
+                    let total = u.total_tokens;
+                    self.add_tokens(if total > 0 {
+                        total
+                    } else {
+                        u.input_tokens.saturating_add(u.output_tokens)
+                    });
+                }
+                Ok(result)
+            }
+            Err(e) => {
+                self.record_tokens(&raw);
+                Err(e.into())
+            }
+        }
+    }
+
+    /// One call, without counting a sampling answer's tokens (the caller does, from the
+    /// answer it parses anyway). `max_tokens`: a sampling request's `maxTokens` when the
+    /// caller knows it, else it is read from the rendered params.
+    fn exchange<P: Serialize + ?Sized>(
+        &self,
+        method: &str,
+        params: &P,
+        timeout: Option<Duration>,
+        max_tokens: Option<u64>,
+    ) -> Result<Box<RawValue>> {
         if self.is_ended() {
             return Err(Error::InvokeEnded);
         }
-        let mut params = match serde_json::to_value(params)? {
-            Value::Object(map) => map,
-            Value::Null => Map::new(),
-            _ => {
-                return Err(Error::Protocol(format!(
-                    "params of `{method}` must be a JSON object"
-                )));
-            }
-        };
+        let mut body = Vec::with_capacity(256);
+        serde_json::to_writer(&mut body, params)?;
+        let body = finish_params(method, body)?;
         let peer = &self.0.peer;
         gate(
             method,
@@ -242,16 +281,49 @@ impl InvokeHandle {
                 after: Duration::ZERO,
             });
         }
-        self.charge(method, &params)?;
+        let asked = match max_tokens {
+            Some(n) => n,
+            None if method == SAMPLING => asked_tokens(&body),
+            None => 0,
+        };
+        self.charge(method, asked)?;
+        // A typed sampling request (`max_tokens` given) has no `context` key to replace.
+        let body = self.stamp(body, wait, max_tokens.is_none())?;
+        send_and_wait(peer, method, &body, wait)
+    }
+
+    /// Appends `context.invoke_id` and `_clientTimeoutS` to params left open by
+    /// `finish_params` and closes them. Params that already name either
+    /// key have it replaced (through a map, the rare slow path), so no key is sent twice;
+    /// `check: false` skips that look for params whose keys are known.
+    fn stamp(&self, mut body: Vec<u8>, wait: Duration, check: bool) -> Result<Vec<u8>> {
+        if check && (contains(&body, b"\"context\"") || contains(&body, b"\"_clientTimeoutS\"")) {
+            body.push(b'}');
+            let mut map: Map<String, Value> = serde_json::from_slice(&body)?;
+            map.remove("context");
+            map.remove("_clientTimeoutS");
+            body.clear();
+            wire::serialize_into(&mut body, &map);
+            body.pop();
+        }
+        let mut comma = body.len() > 1;
         if let Some(id) = &self.0.invoke_id {
-            params.insert("context".into(), json!({ "invoke_id": id }));
+            body.extend_from_slice(if comma {
+                b",\"context\":{\"invoke_id\":"
+            } else {
+                b"\"context\":{\"invoke_id\":"
+            });
+            wire::serialize_into(&mut body, id);
+            body.push(b'}');
+            comma = true;
         }
-        params.insert("_clientTimeoutS".into(), json!(wait.as_secs_f64()));
-        let answer = send_and_wait(peer, method, &params, wait)?;
-        if method == "sampling/createMessage" {
-            self.record_tokens(&answer);
+        if comma {
+            body.push(b',');
         }
-        Ok(answer)
+        body.extend_from_slice(b"\"_clientTimeoutS\":");
+        wire::serialize_into(&mut body, &wait.as_secs_f64());
+        body.push(b'}');
+        Ok(body)
     }
 
     /// Sends an `executa/progress` notification `{type, data, context:{invoke_id}}`.
@@ -319,11 +391,11 @@ impl InvokeHandle {
     }
 
     /// Checks and counts the per-invoke budgets the host enforces, before sending.
-    fn charge(&self, method: &str, params: &Map<String, Value>) -> Result<()> {
+    fn charge(&self, method: &str, asked: u64) -> Result<()> {
         let (calls, tokens) = self.0.peer.session.sampling_limits();
         let mut usage = self.0.usage();
         usage.calls += 1;
-        if method == "sampling/createMessage" {
+        if method == SAMPLING {
             let max_calls = calls.unwrap_or(DEFAULT_MAX_SAMPLING_CALLS);
             if usage.sampling_calls >= max_calls {
                 return Err(refused(
@@ -333,7 +405,6 @@ impl InvokeHandle {
                 ));
             }
             let per_call = tokens.unwrap_or(DEFAULT_MAX_TOKENS_PER_CALL);
-            let asked = params.get("maxTokens").and_then(Value::as_u64).unwrap_or(0);
             if asked > per_call {
                 return Err(refused(
                     codes::SAMPLING_MAX_TOKENS_EXCEEDED,
@@ -367,6 +438,7 @@ impl InvokeHandle {
         Ok(())
     }
 
+    /// Counts a sampling answer's tokens against the invoke's budget, from its raw text.
     fn record_tokens(&self, answer: &RawValue) {
         #[derive(serde::Deserialize)]
         struct Usage {
@@ -382,9 +454,59 @@ impl InvokeHandle {
             usage: Option<Usage>,
         }
         if let Ok(Answer { usage: Some(u) }) = serde_json::from_str(answer.get()) {
-            self.0.usage().sampling_tokens += u.total.unwrap_or(u.input + u.output);
+            self.add_tokens(u.total.unwrap_or(u.input.saturating_add(u.output)));
         }
     }
+
+    /// Counts `used` tokens against the invoke's sampling budget.
+    fn add_tokens(&self, used: u64) {
+        let mut usage = self.0.usage();
+        usage.sampling_tokens = usage.sampling_tokens.saturating_add(used);
+    }
+}
+
+/// The method whose answers count against the invoke's token budget.
+const SAMPLING: &str = "sampling/createMessage";
+
+/// `maxTokens` of rendered sampling params (0 when absent or not a count).
+fn asked_tokens(body: &[u8]) -> u64 {
+    #[derive(serde::Deserialize)]
+    struct Asked {
+        #[serde(rename = "maxTokens")]
+        max_tokens: Option<Value>,
+    }
+    let mut closed = Vec::with_capacity(body.len() + 1);
+    closed.extend_from_slice(body);
+    closed.push(b'}');
+    serde_json::from_slice::<Asked>(&closed)
+        .ok()
+        .and_then(|a| a.max_tokens)
+        .and_then(|v| v.as_u64())
+        .unwrap_or(0)
+}
+
+/// Whether `needle` (a quoted key) occurs in `hay`: a cheap scan for its opening quote.
+fn contains(hay: &[u8], needle: &[u8]) -> bool {
+    hay.iter()
+        .enumerate()
+        .filter(|&(_, &b)| b == b'"')
+        .any(|(at, _)| hay[at..].starts_with(needle))
+}
+
+/// Checks that rendered params are a JSON object (`null` counts as `{}`) and returns
+/// them without their closing brace, ready for `InvokeHandle::stamp`.
+fn finish_params(method: &str, mut body: Vec<u8>) -> Result<Vec<u8>> {
+    if body == b"null" {
+        body.clear();
+        body.push(b'{');
+    } else if body.first() == Some(&b'{') && body.last() == Some(&b'}') {
+        body.pop();
+    } else {
+        return Err(Error::Protocol(format!(
+            "params of `{method}` must be a JSON object"
+        )));
+    }
+    Ok(body)
 }
 
 fn refused(code: i64, symbol: &str, message: String) -> Error {
@@ -395,13 +517,13 @@ fn refused(code: i64, symbol: &str, message: String) -> Error {
 fn send_and_wait(
     peer: &Peer,
     method: &str,
-    params: &Map<String, Value>,
+    params: &[u8],
     wait: Duration,
 ) -> Result<Box<RawValue>> {
     let started = Instant::now();
     let ticket = peer.pending.register().map_err(Error::Disconnected)?;
-    let mut frame = Vec::with_capacity(256);
-    wire::write_request(&mut frame, Some(&ticket.wire_id), method, params);
+    let mut frame = Vec::with_capacity(params.len() + 96);
+    wire::write_request_raw(&mut frame, Some(&ticket.wire_id), method, params);
     if let Err(sent) = peer.out.send_timeout(frame, wait) {
         peer.pending.forget(ticket.number);
         return Err(match sent {

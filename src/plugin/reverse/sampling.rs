@@ -2,6 +2,7 @@
 
 use std::time::Duration;
 
+use serde::de::{self, MapAccess, Visitor};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
@@ -35,9 +36,9 @@ impl SamplingMessage {
     }
 }
 
-/// Text content. Accepts `{type:"text", text}` and, tolerantly, a bare string.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(from = "ContentWire")]
+/// Text content. Accepts `{type:"text", text}` (either key may be missing: `text` and
+/// `""`) and, tolerantly, a bare string.
+#[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Content {
     /// Always `text` today.
     #[serde(rename = "type")]
@@ -56,28 +57,69 @@ impl Content {
     }
 }
 
-#[derive(Deserialize)]
-#[serde(untagged)]
-enum ContentWire {
-    Block {
-        #[serde(rename = "type", default = "text_kind")]
-        kind: String,
-        #[serde(default)]
-        text: String,
-    },
-    Bare(String),
+// By hand, not `#[serde(untagged)]`: that buffers the whole value before it picks a form,
+// several times the work of this one pass on every sampling answer.
+impl<'de> Deserialize<'de> for Content {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        d.deserialize_any(ContentVisitor)
+    }
 }
 
-fn text_kind() -> String {
-    "text".into()
-}
+struct ContentVisitor;
 
-impl From<ContentWire> for Content {
-    fn from(w: ContentWire) -> Self {
-        match w {
-            ContentWire::Block { kind, text } => Content { kind, text },
-            ContentWire::Bare(text) => Content::text(text),
+impl<'de> Visitor<'de> for ContentVisitor {
+    type Value = Content;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a text block {type, text} or a string")
+    }
+
+    fn visit_str<E: de::Error>(self, text: &str) -> std::result::Result<Content, E> {
+        Ok(Content::text(text))
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> std::result::Result<Content, A::Error> {
+        let (mut kind, mut text) = (None, None);
+        while let Some(key) = map.next_key::<ContentField>()? {
+            match key {
+                ContentField::Type => kind = Some(map.next_value::<String>()?),
+                ContentField::Text => text = Some(map.next_value::<String>()?),
+                ContentField::Other => {
+                    map.next_value::<de::IgnoredAny>()?;
+                }
+            }
         }
+        Ok(Content {
+            kind: kind.unwrap_or_else(|| "text".into()),
+            text: text.unwrap_or_default(),
+        })
+    }
+}
+
+/// A key of a content block.
+enum ContentField {
+    Type,
+    Text,
+    Other,
+}
+
+impl<'de> Deserialize<'de> for ContentField {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        struct Keys;
+        impl Visitor<'_> for Keys {
+            type Value = ContentField;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a key")
+            }
+            fn visit_str<E: de::Error>(self, key: &str) -> std::result::Result<ContentField, E> {
+                Ok(match key {
+                    "type" => ContentField::Type,
+                    "text" => ContentField::Text,
+                    _ => ContentField::Other,
+                })
+            }
+        }
+        d.deserialize_identifier(Keys)
     }
 }
 
@@ -236,7 +278,7 @@ impl Sampling<'_> {
     /// the invoke's deadline). Refused locally, with the host's codes, past 8 calls or
     /// 32,000 tokens per invoke, or when `max_tokens` exceeds the per-call cap.
     pub fn create_message(&self, request: &CreateMessage) -> Result<SamplingResult> {
-        self.0.call("sampling/createMessage", request)
+        self.0.create_message(request, None)
     }
 
     /// As [`Sampling::create_message`], with an explicit timeout.
@@ -245,10 +287,7 @@ impl Sampling<'_> {
         request: &CreateMessage,
         timeout: Duration,
     ) -> Result<SamplingResult> {
-        let raw = self
-            .0
-            .call_raw("sampling/createMessage", request, Some(timeout))?;
-        Ok(serde_json::from_str(raw.get())?)
+        self.0.create_message(request, Some(timeout))
     }
 
     /// One prompt in, the completion text out.
@@ -257,5 +296,37 @@ impl Sampling<'_> {
             .create_message(&CreateMessage::new(prompt, max_tokens))?
             .content
             .text)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn content(json: &str) -> std::result::Result<Content, serde_json::Error> {
+        serde_json::from_str(json)
+    }
+
+    #[test]
+    fn content_takes_a_block_a_partial_block_or_a_bare_string() {
+        assert_eq!(
+            content(r#"{"type":"text","text":"hi","annotations":{"a":[1]}}"#).unwrap(),
+            Content::text("hi")
+        );
+        assert_eq!(content(r#"{"text":"hi"}"#).unwrap(), Content::text("hi"));
+        assert_eq!(content(r#"{"type":"text"}"#).unwrap(), Content::text(""));
+        assert_eq!(
+            content(r#""bare \"one\"""#).unwrap(),
+            Content::text("bare \"one\"")
+        );
+        let image = content(r#"{"type":"image","data":"..."}"#).unwrap();
+        assert_eq!((image.kind.as_str(), image.text.as_str()), ("image", ""));
+    }
+
+    #[test]
+    fn content_of_another_shape_is_an_error() {
+        assert!(content("7").is_err());
+        assert!(content(r#"["hi"]"#).is_err());
+        assert!(content(r#"{"text":7}"#).is_err());
     }
 }
