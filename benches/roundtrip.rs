@@ -354,6 +354,8 @@ fn driver_rate(
 /// The binaries the run needs.
 pub struct Bins {
     pub dir: PathBuf,
+    /// `everything` built with `[profile.speed]` (opt-level 3); not in smoke mode.
+    pub speed: Option<PathBuf>,
     pub profile: &'static str,
     /// The `executa` binary, for `executa bench`.
     pub driver: Option<PathBuf>,
@@ -381,7 +383,29 @@ fn build(smoke: bool) -> Bins {
         .map_or_else(|| root.join("target"), |p| root.join(PathBuf::from(p)));
     let profile = if release { "release" } else { "debug" };
     let driver = target.join(profile).join("executa");
+    // The same plugin at opt-level 3, the profile the README offers for speed. Smoke mode
+    // checks replies only, and the code is the same: it skips this second build.
+    let speed = (!smoke).then(|| {
+        let built = Command::new(env!("CARGO"))
+            .current_dir(&root)
+            .args([
+                "build",
+                "--quiet",
+                "--profile",
+                "speed",
+                "--example",
+                "everything",
+            ])
+            .status()
+            .expect("cargo build --profile speed");
+        assert!(
+            built.success(),
+            "building everything with the speed profile failed"
+        );
+        target.join("speed/examples/everything")
+    });
     Bins {
+        speed,
         dir: target.join(profile).join("examples"),
         profile,
         driver: driver.exists().then_some(driver),
@@ -416,6 +440,13 @@ fn subjects(bins: &Bins) -> Vec<Subject> {
         });
     } else {
         eprintln!("python3 not found: the Python subject is skipped");
+    }
+    if let Some(speed) = &bins.speed {
+        subjects.push(Subject {
+            name: "executa, speed profile",
+            cmd: vec![speed.to_string_lossy().into_owned()],
+            echoes: true,
+        });
     }
     subjects
 }

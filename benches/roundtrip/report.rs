@@ -144,6 +144,7 @@ fn print_ratios(
     println!("\nratios (median over rounds of each round's ratio)");
     let find = |name: &str| subjects.iter().position(|s| s.name.starts_with(name));
     let (bare, probe, python) = (find("bare"), find("one-hop"), find("python"));
+    let speed = find("executa, speed");
     for (p, placement) in placements.iter().enumerate() {
         let row = &grid[p];
         let e = &row[0];
@@ -166,6 +167,13 @@ fn print_ratios(
         add("executa bench/this client", ratio(&e.driver_rate, &e.rate));
         if let Some(i) = bare {
             add("(against bare)", ratio(&row[i].driver_rate, &row[i].rate));
+        }
+        if let (Some(s), Some(b)) = (speed, bare) {
+            add("p50 speed-profile/bare", ratio(&row[s].p50, &row[b].p50));
+            add(
+                "pipelined speed-profile/bare",
+                ratio(&row[s].rate, &row[b].rate),
+            );
         }
         println!("  {:<11} {}", placement.short(), parts.join(", "));
     }
