@@ -4,8 +4,6 @@
 
 mod common;
 
-use std::time::Duration;
-
 use common::{Conn, Msg};
 use executa::{CreateMessage, Invocation, Plugin, Tool, ToolError};
 use serde_json::{Value, json};
@@ -125,37 +123,29 @@ fn check_stamped(req: &Msg, invoke_id: &str) {
     assert_eq!(count(&req.raw, "\"context\""), 1, "{}", req.raw);
 }
 
+/// Invokes `call` with `params` and returns the error its reverse call failed with,
+/// checking that no frame went to the host before the reply.
+fn refused(p: &mut Conn, id: &str, params: Value) -> String {
+    call(p, id, "sampling/createMessage", params);
+    let (reply, before) = p.recv_until_id(&format!("\"{id}\""));
+    assert!(before.is_empty(), "refused without a frame: {before:?}");
+    reply.data()["error"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no error in {}", reply.raw))
+        .to_owned()
+}
+
 #[test]
 fn params_that_are_not_an_object_fail_the_call_without_a_frame() {
-    let mut p = start();
-    call(&mut p, "d", "sampling/createMessage", json!([1, 2]));
-    let reply = p.recv_until_id("\"d\"").0;
-    let error = reply.data()["error"]
-        .as_str()
-        .unwrap_or_default()
-        .to_owned();
-    assert!(error.contains("must be a JSON object"), "{}", reply.raw);
-    assert!(
-        p.try_recv(Duration::from_millis(200)).is_none(),
-        "nothing was sent"
-    );
+    let error = refused(&mut start(), "d", json!([1, 2]));
+    assert!(error.contains("must be a JSON object"), "{error}");
 }
 
 #[test]
 fn the_generic_path_reads_max_tokens_from_the_rendered_params() {
-    let mut p = start();
     let params = json!({ "messages": [], "maxTokens": 100_000 });
-    call(&mut p, "e", "sampling/createMessage", params);
-    let reply = p.recv_until_id("\"e\"").0;
-    let error = reply.data()["error"]
-        .as_str()
-        .unwrap_or_default()
-        .to_owned();
-    assert!(error.contains("maxTokens 100000"), "{}", reply.raw);
-    assert!(
-        p.try_recv(Duration::from_millis(200)).is_none(),
-        "refused without a frame"
-    );
+    let error = refused(&mut start(), "e", params);
+    assert!(error.contains("maxTokens 100000"), "{error}");
 }
 
 /// Typed answers count their tokens once: 3 answers of 12,000 tokens spend the 32,000
