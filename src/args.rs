@@ -163,14 +163,18 @@ pub(crate) fn params_json(params: &[Param]) -> Value {
 /// Whether any parameter of the JSON list, at any depth, has a default.
 pub(crate) fn has_defaults(params: &Value) -> bool {
     params.as_array().is_some_and(|list| {
-        list.iter().any(|p| {
-            p.get("default").is_some()
-                || p.get("properties").is_some_and(has_defaults)
-                || p.get("items")
-                    .and_then(|i| i.get("properties"))
-                    .is_some_and(has_defaults)
-        })
+        list.iter()
+            .any(|p| p.get("default").is_some() || has_nested_defaults(p))
     })
+}
+
+/// Whether one parameter declares defaults inside the object (`properties`) or the array
+/// items (`items.properties`) it takes, which [`apply_defaults`] fills in a given value.
+pub(crate) fn has_nested_defaults(p: &Value) -> bool {
+    p.get("properties").is_some_and(has_defaults)
+        || p.get("items")
+            .and_then(|i| i.get("properties"))
+            .is_some_and(has_defaults)
 }
 
 /// Where a hand-written parameter list and the args type disagree: one line per

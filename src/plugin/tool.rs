@@ -317,7 +317,7 @@ fn top_level_defaults<'a>(raw: &'a str, params: &Value) -> Option<Cow<'a, str>> 
                 }
             }
             Some(v) if v.get() == "null" && default.is_some() => return None,
-            Some(_) if has_nested_defaults(p) => return None,
+            Some(_) if args::has_nested_defaults(p) => return None,
             Some(_) => {}
         }
     }
@@ -359,14 +359,6 @@ impl<'de> serde::Deserialize<'de> for Members<'de> {
     }
 }
 
-/// Whether a parameter declares defaults inside the object (or the array's items) it takes.
-fn has_nested_defaults(p: &Value) -> bool {
-    let props = p
-        .get("properties")
-        .or_else(|| p.get("items").and_then(|i| i.get("properties")));
-    props.is_some_and(args::has_defaults)
-}
-
 /// The parameter list as JSON when it declares defaults, worked out at the first invoke.
 fn defaults_of<'a>(cell: &'a OnceLock<Option<Value>>, params: &[Param]) -> Option<&'a Value> {
     cell.get_or_init(|| {
@@ -401,6 +393,11 @@ mod tests {
             { "name": "max_tokens", "default": 256 },
             { "name": "style", "default": "plain \"quoted\"" },
             { "name": "opts", "properties": [{ "name": "depth", "default": 2 }] },
+            {
+                "name": "rows",
+                "properties": [{ "name": "unused" }],
+                "items": { "properties": [{ "name": "width", "default": 1 }] },
+            },
         ])
     }
 
@@ -433,6 +430,7 @@ mod tests {
         for raw in [
             r#"{"prompt":"hi","max_tokens":null}"#,
             r#"{"prompt":"hi","opts":{}}"#,
+            r#"{"prompt":"hi","rows":[{}]}"#,
             r#"{"pro\u006dpt":"hi"}"#,
         ] {
             assert!(top_level_defaults(raw, &p).is_none(), "{raw}");
@@ -442,6 +440,7 @@ mod tests {
             256
         );
         assert_eq!(filled(r#"{"opts":{}}"#)["opts"], json!({ "depth": 2 }));
+        assert_eq!(filled(r#"{"rows":[{}]}"#)["rows"], json!([{ "width": 1 }]));
         assert_eq!(filled(r#"{"pro\u006dpt":"hi"}"#)["prompt"], "hi");
         assert_eq!(filled(r#"{"pro\u006dpt":"hi"}"#)["max_tokens"], 256);
     }
