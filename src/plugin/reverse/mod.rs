@@ -233,14 +233,10 @@ impl InvokeHandle {
         let raw = self.exchange(SAMPLING, request, timeout, Some(request.max_tokens))?;
         match serde_json::from_str::<sampling::SamplingResult>(raw.get()) {
             Ok(result) => {
-                // `totalTokens` is 0 here when absent: then input plus output.
+                // `TokenUsage` reads an absent `totalTokens` as 0.
                 if let Some(u) = &result.usage {
-                    let total = u.total_tokens;
-                    self.add_tokens(if total > 0 {
-                        total
-                    } else {
-                        u.input_tokens.saturating_add(u.output_tokens)
-                    });
+                    let total = Some(u.total_tokens).filter(|&t| t > 0);
+                    self.add_usage(total, u.input_tokens, u.output_tokens);
                 }
                 Ok(result)
             }
@@ -266,7 +262,7 @@ impl InvokeHandle {
         }
         let mut body = Vec::with_capacity(256);
         serde_json::to_writer(&mut body, params)?;
-        let body = finish_params(method, body)?;
+        let mut body = object_params(method, body)?;
         let peer = &self.0.peer;
         gate(
             method,
@@ -287,32 +283,24 @@ impl InvokeHandle {
             None => 0,
         };
         self.charge(method, asked)?;
-        // A typed sampling request (`max_tokens` given) has no `context` key to replace.
-        let body = self.stamp(body, wait, max_tokens.is_none())?;
+        // A typed sampling request (`max_tokens` given) has no such key to drop.
+        if max_tokens.is_none() {
+            drop_stamped_keys(&mut body)?;
+        }
+        let body = self.stamp(body, wait);
         send_and_wait(peer, method, &body, wait)
     }
 
-    /// Appends `context.invoke_id` and `_clientTimeoutS` to params left open by
-    /// `finish_params` and closes them. Params that already name either
-    /// key have it replaced (through a map, the rare slow path), so no key is sent twice;
-    /// `check: false` skips that look for params whose keys are known.
-    fn stamp(&self, mut body: Vec<u8>, wait: Duration, check: bool) -> Result<Vec<u8>> {
-        if check && (contains(&body, b"\"context\"") || contains(&body, b"\"_clientTimeoutS\"")) {
-            body.push(b'}');
-            let mut map: Map<String, Value> = serde_json::from_slice(&body)?;
-            map.remove("context");
-            map.remove("_clientTimeoutS");
-            body.clear();
-            wire::serialize_into(&mut body, &map);
-            body.pop();
-        }
+    /// Appends `context.invoke_id` and `_clientTimeoutS` to rendered params, an object
+    /// without either key (see `drop_stamped_keys`).
+    fn stamp(&self, mut body: Vec<u8>, wait: Duration) -> Vec<u8> {
+        body.pop();
         let mut comma = body.len() > 1;
         if let Some(id) = &self.0.invoke_id {
-            body.extend_from_slice(if comma {
-                b",\"context\":{\"invoke_id\":"
-            } else {
-                b"\"context\":{\"invoke_id\":"
-            });
+            if comma {
+                body.push(b',');
+            }
+            body.extend_from_slice(b"\"context\":{\"invoke_id\":");
             wire::serialize_into(&mut body, id);
             body.push(b'}');
             comma = true;
@@ -323,7 +311,7 @@ impl InvokeHandle {
         body.extend_from_slice(b"\"_clientTimeoutS\":");
         wire::serialize_into(&mut body, &wait.as_secs_f64());
         body.push(b'}');
-        Ok(body)
+        body
     }
 
     /// Sends an `executa/progress` notification `{type, data, context:{invoke_id}}`.
@@ -454,12 +442,14 @@ impl InvokeHandle {
             usage: Option<Usage>,
         }
         if let Ok(Answer { usage: Some(u) }) = serde_json::from_str(answer.get()) {
-            self.add_tokens(u.total.unwrap_or(u.input.saturating_add(u.output)));
+            self.add_usage(u.total, u.input, u.output);
         }
     }
 
-    /// Counts `used` tokens against the invoke's sampling budget.
-    fn add_tokens(&self, used: u64) {
+    /// Counts a sampling answer's tokens against the invoke's budget: `totalTokens`, or
+    /// input plus output when it is absent.
+    fn add_usage(&self, total: Option<u64>, input: u64, output: u64) {
+        let used = total.unwrap_or(input.saturating_add(output));
         let mut usage = self.0.usage();
         usage.sampling_tokens = usage.sampling_tokens.saturating_add(used);
     }
@@ -475,10 +465,7 @@ fn asked_tokens(body: &[u8]) -> u64 {
         #[serde(rename = "maxTokens")]
         max_tokens: Option<Value>,
     }
-    let mut closed = Vec::with_capacity(body.len() + 1);
-    closed.extend_from_slice(body);
-    closed.push(b'}');
-    serde_json::from_slice::<Asked>(&closed)
+    serde_json::from_slice::<Asked>(body)
         .ok()
         .and_then(|a| a.max_tokens)
         .and_then(|v| v.as_u64())
@@ -493,20 +480,30 @@ fn contains(hay: &[u8], needle: &[u8]) -> bool {
         .any(|(at, _)| hay[at..].starts_with(needle))
 }
 
-/// Checks that rendered params are a JSON object (`null` counts as `{}`) and returns
-/// them without their closing brace, ready for `InvokeHandle::stamp`.
-fn finish_params(method: &str, mut body: Vec<u8>) -> Result<Vec<u8>> {
+/// Checks that rendered params are a JSON object; `null` counts as `{}`.
+fn object_params(method: &str, body: Vec<u8>) -> Result<Vec<u8>> {
     if body == b"null" {
-        body.clear();
-        body.push(b'{');
+        Ok(b"{}".to_vec())
     } else if body.first() == Some(&b'{') && body.last() == Some(&b'}') {
-        body.pop();
+        Ok(body)
     } else {
-        return Err(Error::Protocol(format!(
+        Err(Error::Protocol(format!(
             "params of `{method}` must be a JSON object"
-        )));
+        )))
     }
-    Ok(body)
+}
+
+/// Drops `context` and `_clientTimeoutS` from rendered params that name them (through a
+/// map, the rare slow path), so the stamped ones are never sent twice.
+fn drop_stamped_keys(body: &mut Vec<u8>) -> Result<()> {
+    if contains(body, b"\"context\"") || contains(body, b"\"_clientTimeoutS\"") {
+        let mut map: Map<String, Value> = serde_json::from_slice(body)?;
+        map.remove("context");
+        map.remove("_clientTimeoutS");
+        body.clear();
+        wire::serialize_into(body, &map);
+    }
+    Ok(())
 }
 
 fn refused(code: i64, symbol: &str, message: String) -> Error {
