@@ -603,12 +603,10 @@ pub fn write_response(out: &mut Vec<u8>, id: &RawValue, result: &RawValue) {
     write_response_to(out, id.get().as_bytes(), result);
 }
 
-/// As [`write_response`] with the result as a `serde_json::Value`, serialized in place.
-#[cfg(feature = "host")]
-pub(crate) fn write_response_value(out: &mut Vec<u8>, id: &RawValue, result: &serde_json::Value) {
-    out.extend_from_slice(b"{\"jsonrpc\":\"2.0\",\"id\":");
-    out.extend_from_slice(id.get().as_bytes());
-    out.extend_from_slice(b",\"result\":");
+/// As [`write_response`], with the id as raw JSON text and the result any serializable
+/// value, serialized in place (no copy through a `RawValue`).
+pub(crate) fn write_result<T: Serialize + ?Sized>(out: &mut Vec<u8>, id: &[u8], result: &T) {
+    reply_head(out, id, b"result");
     serialize_into(out, result);
     out.extend_from_slice(b"}\n");
 }
@@ -620,20 +618,25 @@ pub fn write_error(out: &mut Vec<u8>, id: &RawValue, error: &RpcError) {
 
 /// As [`write_response`], with the id as the raw JSON text taken from a parsed frame.
 pub(crate) fn write_response_to(out: &mut Vec<u8>, id: &[u8], result: &RawValue) {
-    out.extend_from_slice(b"{\"jsonrpc\":\"2.0\",\"id\":");
-    out.extend_from_slice(id);
-    out.extend_from_slice(b",\"result\":");
+    reply_head(out, id, b"result");
     push_one_line(out, result.get().as_bytes());
     out.extend_from_slice(b"}\n");
 }
 
 /// As [`write_error`], with the id as the raw JSON text taken from a parsed frame.
 pub(crate) fn write_error_to(out: &mut Vec<u8>, id: &[u8], error: &RpcError) {
-    out.extend_from_slice(b"{\"jsonrpc\":\"2.0\",\"id\":");
-    out.extend_from_slice(id);
-    out.extend_from_slice(b",\"error\":");
+    reply_head(out, id, b"error");
     serialize_into(out, error);
     out.extend_from_slice(b"}\n");
+}
+
+/// A reply frame up to its `result` or `error` member's value.
+fn reply_head(out: &mut Vec<u8>, id: &[u8], member: &[u8]) {
+    out.extend_from_slice(b"{\"jsonrpc\":\"2.0\",\"id\":");
+    out.extend_from_slice(id);
+    out.extend_from_slice(b",\"");
+    out.extend_from_slice(member);
+    out.extend_from_slice(b"\":");
 }
 
 /// Appends a request (with `id`) or a notification (`id` = `None`).

@@ -313,7 +313,7 @@ fn answer(handlers: &Handlers, job: &Job) -> Vec<u8> {
     match outcome {
         // Straight into the frame: a `Value` always serializes, and one pass saves the
         // copy through a `RawValue`.
-        Ok(v) => wire::write_response_value(&mut frame, job.id.as_raw(), &v),
+        Ok(v) => wire::write_result(&mut frame, job.id.as_raw().get().as_bytes(), &v),
         Err(e) => wire::write_error(&mut frame, job.id.as_raw(), &e),
     }
     frame

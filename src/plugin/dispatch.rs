@@ -179,7 +179,7 @@ impl Service {
                     }),
                     None => Health::ready(),
                 };
-                value_frame(frame, id, &health);
+                wire::write_result(frame, id, &health);
             }
             Method::Initialize => {
                 let text = params
@@ -189,12 +189,12 @@ impl Service {
                     self.peer
                         .session
                         .initialize(text, &self.name, &self.version, &self.uses);
-                value_frame(frame, id, &reply);
+                wire::write_result(frame, id, &reply);
             }
             Method::Shutdown => {
                 log::info!("executa: `shutdown` received; refusing new invokes until stdin closes");
                 self.refuse_waiting(self.pool.restrict(Admission::Closed), None);
-                value_frame(frame, id, &Empty {});
+                wire::write_result(frame, id, &Empty {});
             }
             Method::Other(name) => {
                 let error =
@@ -385,7 +385,7 @@ impl Service {
                     details: e.details(),
                     data: None,
                 };
-                value_frame(frame, id, &body);
+                wire::write_result(frame, id, &body);
             }
             Err(panic) => {
                 let what = panic_message(panic.as_ref());
@@ -419,7 +419,7 @@ impl Service {
             result_size_bytes: size,
             max_payload_bytes: max,
         };
-        value_frame(
+        wire::write_result(
             frame,
             id,
             &Failure {
@@ -459,15 +459,6 @@ struct TooLarge {
     error_code: &'static str,
     result_size_bytes: usize,
     max_payload_bytes: usize,
-}
-
-/// Appends a response frame whose result is any serializable value.
-fn value_frame<T: Serialize + ?Sized>(frame: &mut Vec<u8>, id: &[u8], result: &T) {
-    frame.extend_from_slice(b"{\"jsonrpc\":\"2.0\",\"id\":");
-    frame.extend_from_slice(id);
-    frame.extend_from_slice(b",\"result\":");
-    wire::serialize_into(frame, result);
-    frame.extend_from_slice(b"}\n");
 }
 
 /// `{}` as arguments, for an invoke that sent none.
