@@ -4,8 +4,8 @@
 //! the in-memory backends). Reverse calls run on a small pool of worker threads, so a slow
 //! handler cannot stall replies to other calls; only a service that declares itself quick
 //! ([`Service::is_quick`]: the in-memory backends) is answered on the reader thread, while
-//! the write queue is idle. Progress events go to one event thread, in order, through a bounded queue (dropped when full: progress is
-//! best-effort on the platform too).
+//! the write queue is idle. Progress events go to one event thread, in order, through a
+//! bounded queue (dropped when full: progress is best-effort on the platform too).
 
 use std::collections::HashMap;
 use std::fmt;
