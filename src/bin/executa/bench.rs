@@ -23,8 +23,9 @@ CONCURRENCY of them in flight: one thread writes requests, one reads the replies
 matches them by id (with CONCURRENCY 1 a single thread does both). Reverse calls (sampling,
 storage) are answered by the in-memory development backends, so `--tool sample --args
 '{\"prompt\":\"hi\"}'` works against the everything example. Prints the latency
-percentiles (p50/p90/p99/max, from writing a request to reading its reply) and the
-throughput. A progress indicator runs on stderr meanwhile.
+percentiles (p50/p90/p99/max, from sending a request (the flush that writes it to the
+pipe) to reading its reply) and the throughput (requests per second from the start to the
+last reply). A progress indicator runs on stderr meanwhile.
 
 Several plugins (each `--plugin`, plus the command after `--`) are measured in ROUNDS
 interleaved rounds (each round starts every plugin afresh, in order); the figures are

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::{Sender, bounded};
+use crossbeam_channel::{RecvTimeoutError, Sender, bounded};
 use executa::host::{MemoryStorage, ReverseCall, ScriptedSampling, Service};
 use executa::wire::{self, Message};
 use executa::{Id, Manifest, RpcError};
@@ -168,7 +168,6 @@ impl Session {
         let done = AtomicUsize::new(0);
         let mut tally = Tally::new(&requests);
         let (child, stdin, stdout, services) = self.parts();
-        let start = requests.t0;
         let outcome = if load.in_flight <= 1 {
             with_watchdog(child, load.stall, &done, shown(load), || {
                 let mut feed = Inline {
@@ -191,7 +190,7 @@ impl Session {
             )
         };
         outcome?;
-        Ok(tally.finish(start.elapsed()))
+        Ok(tally.finish())
     }
 
     /// The fields the reading and writing sides borrow separately.
@@ -258,7 +257,7 @@ fn pipelined(
                     credits -= 1;
                     continue;
                 }
-                flush(stdin)?;
+                requests.flush(stdin)?;
                 // The reader drops its sender when every reply is in (or it failed).
                 match rx.recv() {
                     Ok(m) => credits += apply(m, stdin)?,
@@ -305,7 +304,7 @@ impl Feed for Inline<'_> {
             wrote |= self.requests.write_next(self.out)?;
         }
         if wrote {
-            flush(self.out)?;
+            self.requests.flush(self.out)?;
         }
         Ok(())
     }
@@ -338,6 +337,8 @@ struct Requests {
     first: u64,
     count: usize,
     sent: usize,
+    /// Requests before this one have their send time stamped.
+    stamped: usize,
     t0: Instant,
     starts: Arc<[AtomicU64]>,
 }
@@ -356,13 +357,16 @@ impl Requests {
             first,
             count: load.count,
             sent: 0,
+            stamped: 0,
             t0: Instant::now(),
             starts: (0..load.count).map(|_| AtomicU64::new(0)).collect(),
         })
     }
 
-    /// Writes the next invoke (unflushed); `false` when all are sent.
-    fn write_next(&mut self, out: &mut impl Write) -> Result<bool, String> {
+    /// Writes the next invoke into `out`'s buffer; `false` when all are sent. A request
+    /// leaves when `out` is flushed, and is stamped then ([`Requests::flush`]); one that
+    /// would not fit flushes the buffer first, so `out` never writes a request unstamped.
+    fn write_next(&mut self, out: &mut BufWriter<ChildStdin>) -> Result<bool, String> {
         if self.sent == self.count {
             return Ok(false);
         }
@@ -373,11 +377,25 @@ impl Requests {
         self.buf.extend_from_slice(&self.tail);
         push_u64(&mut self.buf, id);
         self.buf.extend_from_slice(b"\"}}}\n");
-        let since = self.t0.elapsed().as_nanos() as u64;
-        self.starts[self.sent].store(since, Ordering::Relaxed);
+        if out.capacity() - out.buffer().len() < self.buf.len() {
+            self.flush(out)?;
+        }
         self.sent += 1;
         write_all(out, &self.buf)?;
         Ok(true)
+    }
+
+    /// Stamps the requests written since the last flush with one clock read, then sends
+    /// them: one clock read per batch, taken as the batch leaves.
+    fn flush(&mut self, out: &mut BufWriter<ChildStdin>) -> Result<(), String> {
+        if self.stamped < self.sent {
+            let now = self.t0.elapsed().as_nanos() as u64;
+            for start in &self.starts[self.stamped..self.sent] {
+                start.store(now, Ordering::Relaxed);
+            }
+            self.stamped = self.sent;
+        }
+        flush(out)
     }
 }
 
@@ -391,6 +409,9 @@ struct Tally {
     first_error: Option<String>,
     starts: Arc<[AtomicU64]>,
     t0: Instant,
+    /// When the last reply arrived, since `t0`: the run's length. (Measured here, not
+    /// after the threads are joined, so their wind-down is not counted as the plugin's.)
+    last: Duration,
 }
 
 #[derive(Deserialize)]
@@ -411,6 +432,7 @@ impl Tally {
             first_error: None,
             starts: requests.starts.clone(),
             t0: requests.t0,
+            last: Duration::ZERO,
         }
     }
 
@@ -429,6 +451,7 @@ impl Tally {
         let sent = Duration::from_nanos(self.starts[slot].load(Ordering::Relaxed));
         let at = arrived.saturating_duration_since(self.t0);
         self.latencies.push(at.saturating_sub(sent));
+        self.last = self.last.max(at);
         true
     }
 
@@ -460,12 +483,12 @@ impl Tally {
         true
     }
 
-    fn finish(self, elapsed: Duration) -> Run {
+    fn finish(self) -> Run {
         Run {
             latencies: self.latencies,
             errors: self.errors,
             first_error: self.first_error,
-            elapsed,
+            elapsed: self.last,
         }
     }
 }
@@ -568,7 +591,8 @@ fn shown(load: &Load) -> Option<usize> {
 
 /// Runs `work` on this thread while a second thread redraws the progress line (when
 /// asked) and kills the plugin if `work` has not finished and `done` has not moved for
-/// `stall`: the kill closes the plugin's stdout, so a blocked read returns.
+/// `stall`: the kill closes the plugin's stdout, so a blocked read returns. The second
+/// thread naps 20 ms at a time, and wakes at once when `work` ends.
 fn with_watchdog<T>(
     child: &mut Child,
     stall: Duration,
@@ -576,13 +600,14 @@ fn with_watchdog<T>(
     progress: Option<usize>,
     work: impl FnOnce() -> Result<T, String>,
 ) -> Result<T, String> {
-    let finished = AtomicBool::new(false);
     let killed = AtomicBool::new(false);
+    // Nothing is ever sent: dropping the sender is the signal that `work` is over.
+    let (over, is_over) = bounded::<()>(1);
     std::thread::scope(|s| {
         s.spawn(|| {
             let mut last = (usize::MAX, Instant::now());
             let mut err = std::io::stderr();
-            while !finished.load(Ordering::Acquire) {
+            loop {
                 let n = done.load(Ordering::Relaxed);
                 if let Some(total) = progress {
                     let _ = write!(err, "\rbench: {n}/{total} ({}%)", n * 100 / total.max(1));
@@ -595,15 +620,17 @@ fn with_watchdog<T>(
                     let _ = child.kill();
                     return;
                 }
-                // A bounded nap: the loop ends at most 20 ms after `work` does.
-                std::thread::sleep(Duration::from_millis(20));
+                match is_over.recv_timeout(Duration::from_millis(20)) {
+                    Err(RecvTimeoutError::Timeout) => {}
+                    _ => break,
+                }
             }
             if let Some(total) = progress {
                 let _ = writeln!(err, "\rbench: {total}/{total} (100%)");
             }
         });
         let out = work();
-        finished.store(true, Ordering::Release);
+        drop(over);
         match out {
             Err(e) if killed.load(Ordering::Acquire) => Err(format!(
                 "no reply for {:.1} s, the plugin was stopped ({e})",

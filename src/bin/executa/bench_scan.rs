@@ -7,6 +7,57 @@
 
 /// The id of a successful invoke reply, or `None` when the frame needs the full parser.
 pub fn success_id(line: &[u8]) -> Option<u64> {
+    compact_success_id(line).or_else(|| any_layout_success_id(line))
+}
+
+/// The envelope's head as executa (and most SDKs that write compact JSON) lays it out.
+const HEAD: &[u8] = br#"{"jsonrpc":"2.0","id":"#;
+/// What follows the id in a successful invoke reply laid out that way.
+const SUCCESS: &[u8] = br#","result":{"success":true"#;
+
+/// The common layout, matched by prefix: only the rest of the result is walked, to check
+/// that it closes and that nothing follows it. Costs a third of the general walk at the
+/// binary's opt-level; any other layout falls through to that walk.
+fn compact_success_id(line: &[u8]) -> Option<u64> {
+    let rest = line.strip_prefix(HEAD)?;
+    let digits = rest.iter().take_while(|b| b.is_ascii_digit()).count();
+    let id = unsigned(&rest[..digits])?;
+    let rest = rest[digits..].strip_prefix(SUCCESS)?;
+    let result_end = match rest.first()? {
+        b'}' => 1,
+        b',' => inside_object_end(rest, 1)?,
+        _ => return None,
+    };
+    let close = skip_ws(rest, result_end);
+    (rest.get(close) == Some(&b'}') && skip_ws(rest, close + 1) == rest.len()).then_some(id)
+}
+
+/// Just past the `}` or `]` that closes the object or array `from` is inside of.
+fn inside_object_end(bytes: &[u8], from: usize) -> Option<usize> {
+    let mut depth = 1usize;
+    let mut i = from;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'"' => {
+                i = string_end(bytes, i)?;
+                continue;
+            }
+            b'{' | b'[' => depth += 1,
+            b'}' | b']' => {
+                depth -= 1;
+                if depth == 0 {
+                    return Some(i + 1);
+                }
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    None
+}
+
+/// [`success_id`] for any layout: one walk over the members, wherever they are.
+fn any_layout_success_id(line: &[u8]) -> Option<u64> {
     let mut id = None;
     let mut success = false;
     let end = object(line, skip_ws(line, 0), |key, at| match key {
@@ -91,28 +142,7 @@ fn string_end(bytes: &[u8], at: usize) -> Option<usize> {
 fn value_end(bytes: &[u8], at: usize) -> Option<usize> {
     match bytes.get(at)? {
         b'"' => string_end(bytes, at),
-        b'{' | b'[' => {
-            let mut depth = 0usize;
-            let mut i = at;
-            while i < bytes.len() {
-                match bytes[i] {
-                    b'"' => {
-                        i = string_end(bytes, i)?;
-                        continue;
-                    }
-                    b'{' | b'[' => depth += 1,
-                    b'}' | b']' => {
-                        depth -= 1;
-                        if depth == 0 {
-                            return Some(i + 1);
-                        }
-                    }
-                    _ => {}
-                }
-                i += 1;
-            }
-            None
-        }
+        b'{' | b'[' => inside_object_end(bytes, at + 1),
         _ => {
             let len = bytes[at..]
                 .iter()
@@ -135,7 +165,55 @@ fn unsigned(value: &[u8]) -> Option<u64> {
 
 #[cfg(test)]
 mod tests {
-    use super::success_id;
+    use super::{any_layout_success_id, compact_success_id, success_id};
+
+    #[test]
+    fn the_compact_layout_is_matched_by_prefix_and_agrees_with_the_general_walk() {
+        for (line, want) in [
+            (
+                &br#"{"jsonrpc":"2.0","id":9,"result":{"success":true}}"#[..],
+                Some(9),
+            ),
+            (
+                br#"{"jsonrpc":"2.0","id":10,"result":{"success":true,"data":{"t":"}]\"{"}}}"#,
+                Some(10),
+            ),
+            (
+                br#"{"jsonrpc":"2.0","id":11,"result":{"success":true,"a":[1,{}]} }"#,
+                Some(11),
+            ),
+            // Something after the result, or a result that does not close: not this path.
+            (
+                br#"{"jsonrpc":"2.0","id":12,"result":{"success":true},"x":1}"#,
+                None,
+            ),
+            (
+                br#"{"jsonrpc":"2.0","id":13,"result":{"success":true,"a":1}"#,
+                None,
+            ),
+            (
+                br#"{"jsonrpc":"2.0","id":14,"result":{"success":true,"a":1}}}"#,
+                None,
+            ),
+            (
+                br#"{"jsonrpc":"2.0","id":15,"result":{"success":trueish}}"#,
+                None,
+            ),
+            (
+                br#"{"jsonrpc":"2.0","id":1.5,"result":{"success":true}}"#,
+                None,
+            ),
+        ] {
+            let text = String::from_utf8_lossy(line);
+            assert_eq!(compact_success_id(line), want, "{text}");
+            if want.is_some() {
+                assert_eq!(any_layout_success_id(line), want, "{text}");
+            }
+        }
+        // The general walk still takes what the prefix does not match.
+        let extra = br#"{"jsonrpc":"2.0","id":12,"result":{"success":true},"x":1}"#;
+        assert_eq!(success_id(extra), Some(12));
+    }
 
     #[test]
     fn finds_the_id_of_a_success_in_any_layout() {
