@@ -20,7 +20,7 @@ use std::os::unix::ffi::OsStrExt;
 /// The protocol's private ends of stdin and stdout.
 pub(crate) struct ProtocolStdio {
     pub input: File,
-    pub output: File,
+    pub output: BlockingWrites,
 }
 
 /// Takes the protocol streams. With `guard`, also redirects fd 1 to stderr and fd 0 to
@@ -36,17 +36,21 @@ pub(crate) fn take(guard: bool) -> io::Result<ProtocolStdio> {
     }
     Ok(ProtocolStdio {
         input: File::from(input),
-        output: File::from(output),
+        output: BlockingWrites(File::from(output)),
     })
 }
 
 /// Waits until `fd` has something to read (data, or its writer's end), at most `timeout`
 /// (rounded up to whole milliseconds). `Ok(false)`: the time ran out first.
 pub(crate) fn wait_readable(fd: i32, timeout: std::time::Duration) -> io::Result<bool> {
+    wait_for(fd, libc::POLLIN, timeout)
+}
+
+fn wait_for(fd: i32, events: libc::c_short, timeout: std::time::Duration) -> io::Result<bool> {
     let ms = timeout.as_micros().div_ceil(1000).min(i32::MAX as u128) as i32;
     let mut pfd = libc::pollfd {
         fd,
-        events: libc::POLLIN,
+        events,
         revents: 0,
     };
     loop {
@@ -59,6 +63,34 @@ pub(crate) fn wait_readable(fd: i32, timeout: std::time::Duration) -> io::Result
         if e.kind() != io::ErrorKind::Interrupted {
             return Err(e);
         }
+    }
+}
+
+/// The protocol output, written as a blocking descriptor is even when it is not: stdout is
+/// shared with whoever started the plugin, which may have made it non-blocking
+/// (`O_NONBLOCK`, as event-loop runtimes do with their own stdio). A write that would block
+/// waits for room instead of failing, which would close the output and lose the replies.
+/// The wait has no bound, as a blocking write has none: it is the backpressure, and ends
+/// when the host reads, or with an error when it closes the pipe.
+pub(crate) struct BlockingWrites(pub File);
+
+/// How long one look for room lasts before the write is tried again.
+const ROOM_LOOK: std::time::Duration = std::time::Duration::from_secs(60);
+
+impl Write for BlockingWrites {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        loop {
+            match self.0.write(buf) {
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    wait_for(self.0.as_raw_fd(), libc::POLLOUT, ROOM_LOOK)?;
+                }
+                other => return other,
+            }
+        }
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.0.flush()
     }
 }
 

@@ -370,3 +370,35 @@ fn a_flood_of_requests_is_answered_exactly_once_each() {
     assert_eq!(seen.len() as u64, n);
     assert!(p.finish().is_empty());
 }
+
+#[test]
+fn a_non_blocking_stdin_and_stdout_are_served_as_blocking_ones() {
+    // Whoever starts a plugin may hand it descriptors made non-blocking (event-loop runtimes
+    // do that to their own stdio, and children inherit it). A read with nothing to read, and
+    // a write into a full pipe, then fail with EAGAIN; neither may end the plugin.
+    let mut cmd = Command::new("python3");
+    cmd.arg("-c")
+        .arg(
+            "import os, sys; os.set_blocking(0, False); os.set_blocking(1, False); \
+             os.execv(sys.argv[1], sys.argv[1:])",
+        )
+        .arg(everything_bin());
+    let mut p = Conn::spawn_command(cmd);
+    // Each request goes out only after the previous reply came back, so the plugin has
+    // read everything each time and its next read finds nothing.
+    for id in 1..=3 {
+        p.invoke(id, "echo", json!({ "n": id }));
+        assert_eq!(
+            p.recv_until_id(&id.to_string()).0.data(),
+            &json!({ "n": id })
+        );
+    }
+    // A reply many times a pipe's capacity: its writes meet a full pipe.
+    let bytes = 3 * 1024 * 1024;
+    p.invoke(4, "big", json!({ "bytes": bytes }));
+    let (reply, _) = p.recv_until_id("4");
+    assert_eq!(reply.data()["blob"].as_str().map(str::len), Some(bytes));
+    p.invoke(5, "echo", json!({ "after": "big" }));
+    assert_eq!(p.recv_until_id("5").0.data(), &json!({ "after": "big" }));
+    p.finish();
+}

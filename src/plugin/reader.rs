@@ -38,6 +38,10 @@ const BATCH_BYTES: usize = 16 * 1024;
 /// (`ReadState::pump`): a call failed without input (shutdown) is seen this soon.
 const PUMP_SLICE: Duration = Duration::from_millis(100);
 
+/// How long the reader's loop waits on a non-blocking stdin at once before it looks again
+/// (nothing else needs it sooner: a blocking read would wait without any bound).
+const INPUT_LOOK: Duration = Duration::from_secs(60);
+
 /// Starts the reader thread, which reads until end of input, then fails every waiting
 /// reverse call and reports.
 pub(crate) fn start<R: Read + Send + 'static>(
@@ -101,6 +105,7 @@ impl<R: Read> ReadState<R> {
             frames,
             reader,
             batch,
+            fd,
             ..
         } = self;
         let gated = ready.is_some();
@@ -119,6 +124,14 @@ impl<R: Read> ReadState<R> {
             }
             Ok(None) => Step::Ended("the host closed stdin".to_owned()),
             Err(e) if gated && e.kind() == std::io::ErrorKind::WouldBlock => Step::NoInput,
+            // A non-blocking stdin (shared with whoever started the plugin, which may have
+            // made it so) is read as a blocking one: wait for input, then read on.
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock && fd.is_some() => {
+                match fd.map(|fd| crate::sys::wait_readable(fd, INPUT_LOOK)) {
+                    Some(Err(e)) => Step::Ended(format!("waiting for stdin failed: {e}")),
+                    _ => Step::NoInput,
+                }
+            }
             Err(e) => {
                 log::error!("executa: reading stdin failed: {e}");
                 Step::Ended(format!("reading stdin failed: {e}"))

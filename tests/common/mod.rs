@@ -249,14 +249,19 @@ impl Conn {
     /// Spawns the `everything` example with extra arguments and environment variables.
     pub fn spawn_with(args: &[&str], envs: &[(&str, &str)]) -> Conn {
         let mut cmd = Command::new(everything_bin());
-        cmd.args(args)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
+        cmd.args(args);
         for (k, v) in envs {
             cmd.env(k, v);
         }
-        let mut child = cmd.spawn().expect("spawn the everything example");
+        Conn::spawn_command(cmd)
+    }
+
+    /// Spawns `cmd` (a plugin, or a wrapper that execs one) with piped stdio.
+    pub fn spawn_command(mut cmd: Command) -> Conn {
+        cmd.stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let mut child = cmd.spawn().expect("spawn the plugin");
         let stdin = child.stdin.take().expect("stdin");
         let stdout = child.stdout.take().expect("stdout");
         let mut stderr_pipe = child.stderr.take().expect("stderr");
