@@ -89,7 +89,8 @@ enum Step {
     Invoke(InvokeJob),
     /// The frame was dealt with (queued, settled, refused or ignored).
     Handled,
-    /// Nothing to read yet (only with a gate).
+    /// Nothing to read yet: a gate said no, or a non-blocking input had nothing (after a
+    /// bounded wait for it).
     NoInput,
     /// The input ended, for this reason.
     Ended(String),
@@ -99,7 +100,8 @@ impl<R: Read> ReadState<R> {
     /// Reads one frame and handles it: the one place both the reader's loop and a pump
     /// turn input into work. With a gate (a pump), `ready` is asked before each read from
     /// the input, and a read that would block is no input yet; without one (the loop), the
-    /// read blocks, and any failure ends the input.
+    /// read blocks (on a non-blocking input: waits with `poll`, at most `INPUT_LOOK`, then
+    /// says no input yet), and any other failure ends the input.
     fn step(&mut self, ready: Option<&mut dyn FnMut() -> bool>) -> Step {
         let ReadState {
             frames,

@@ -251,7 +251,7 @@ fn pipelined(
             let mut credits = load.in_flight;
             loop {
                 while let Ok(m) = rx.try_recv() {
-                    credits += apply(m, stdin)?;
+                    credits += apply(m, requests, stdin)?;
                 }
                 if credits > 0 && requests.write_next(stdin)? {
                     credits -= 1;
@@ -260,7 +260,7 @@ fn pipelined(
                 requests.flush(stdin)?;
                 // The reader drops its sender when every reply is in (or it failed).
                 match rx.recv() {
-                    Ok(m) => credits += apply(m, stdin)?,
+                    Ok(m) => credits += apply(m, requests, stdin)?,
                     Err(_) => return Ok(()),
                 }
             }
@@ -277,10 +277,14 @@ fn pipelined(
 }
 
 /// Applies one message on the writer thread; returns the credits it adds.
-fn apply(m: ToWriter, out: &mut BufWriter<ChildStdin>) -> Result<usize, String> {
+fn apply(
+    m: ToWriter,
+    requests: &mut Requests,
+    out: &mut BufWriter<ChildStdin>,
+) -> Result<usize, String> {
     match m {
         ToWriter::Credits(n) => Ok(n),
-        ToWriter::Frame(f) => write_all(out, &f).map(|()| 0),
+        ToWriter::Frame(f) => requests.write_other(out, &f).map(|()| 0),
     }
 }
 
@@ -309,8 +313,8 @@ impl Feed for Inline<'_> {
         Ok(())
     }
     fn frame(&mut self, frame: Vec<u8>) -> Result<(), String> {
-        write_all(self.out, &frame)?;
-        flush(self.out)
+        self.requests.write_other(self.out, &frame)?;
+        self.requests.flush(self.out)
     }
 }
 
@@ -364,8 +368,7 @@ impl Requests {
     }
 
     /// Writes the next invoke into `out`'s buffer; `false` when all are sent. A request
-    /// leaves when `out` is flushed, and is stamped then ([`Requests::flush`]); one that
-    /// would not fit flushes the buffer first, so `out` never writes a request unstamped.
+    /// leaves when `out` is flushed, and is stamped then ([`Requests::flush`]).
     fn write_next(&mut self, out: &mut BufWriter<ChildStdin>) -> Result<bool, String> {
         if self.sent == self.count {
             return Ok(false);
@@ -377,12 +380,30 @@ impl Requests {
         self.buf.extend_from_slice(&self.tail);
         push_u64(&mut self.buf, id);
         self.buf.extend_from_slice(b"\"}}}\n");
-        if out.capacity() - out.buffer().len() < self.buf.len() {
+        self.make_room(out, self.buf.len())?;
+        self.sent += 1;
+        if self.buf.len() >= out.capacity() {
+            // Too big for the buffer: `out` writes it straight through, so it leaves now.
             self.flush(out)?;
         }
-        self.sent += 1;
         write_all(out, &self.buf)?;
         Ok(true)
+    }
+
+    /// Writes a frame that is not a request (an answer to a reverse call) through the
+    /// same buffer, making room first as [`Requests::write_next`] does.
+    fn write_other(&mut self, out: &mut BufWriter<ChildStdin>, frame: &[u8]) -> Result<(), String> {
+        self.make_room(out, frame.len())?;
+        write_all(out, frame)
+    }
+
+    /// Sends (stamped) what `out` holds when `len` more bytes would not fit beside it: `out`
+    /// then never flushes a request by itself, unstamped.
+    fn make_room(&mut self, out: &mut BufWriter<ChildStdin>, len: usize) -> Result<(), String> {
+        if out.capacity() - out.buffer().len() < len {
+            self.flush(out)?;
+        }
+        Ok(())
     }
 
     /// Stamps the requests written since the last flush with one clock read, then sends

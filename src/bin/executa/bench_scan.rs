@@ -2,8 +2,12 @@
 //! top-level `id` (an unsigned integer) and `result.success == true`, without building
 //! anything. The `executa` binary ships at opt-level "z", where a full serde parse of each
 //! reply costs the driver more CPU than many plugins spend answering it; anything this scan
-//! does not recognise (a request, an error, `success: false`, a string id) goes to the full
-//! parser instead, so it only ever speeds up the common case.
+//! does not recognise (a request, an error, `success: false`, a string id, a malformed
+//! frame) goes to the full parser instead, so it only ever speeds up the common case.
+//!
+//! It checks the structure of the envelope and of the result: their members, strings,
+//! scalar tokens, and that every bracket below them is closed by its own kind. Tokens nested
+//! deeper inside `data` are only skipped, not checked.
 
 /// The id of a successful invoke reply, or `None` when the frame needs the full parser.
 pub fn success_id(line: &[u8]) -> Option<u64> {
@@ -12,75 +16,60 @@ pub fn success_id(line: &[u8]) -> Option<u64> {
 
 /// The envelope's head as executa (and most SDKs that write compact JSON) lays it out.
 const HEAD: &[u8] = br#"{"jsonrpc":"2.0","id":"#;
-/// What follows the id in a successful invoke reply laid out that way.
-const SUCCESS: &[u8] = br#","result":{"success":true"#;
+/// What follows the id in a reply laid out that way.
+const RESULT: &[u8] = br#","result":"#;
 
-/// The common layout, matched by prefix: only the rest of the result is walked, to check
-/// that it closes and that nothing follows it. Costs a third of the general walk at the
-/// binary's opt-level; any other layout falls through to that walk.
+/// The common layout, matched by prefix up to the result; the result is walked as
+/// [`any_layout_success_id`] walks it, so where this path answers, that walk answers the
+/// same. Saves the general walk's work on the envelope's own members.
 fn compact_success_id(line: &[u8]) -> Option<u64> {
     let rest = line.strip_prefix(HEAD)?;
     let digits = rest.iter().take_while(|b| b.is_ascii_digit()).count();
     let id = unsigned(&rest[..digits])?;
-    let rest = rest[digits..].strip_prefix(SUCCESS)?;
-    let result_end = match rest.first()? {
-        b'}' => 1,
-        b',' => inside_object_end(rest, 1)?,
-        _ => return None,
-    };
-    let close = skip_ws(rest, result_end);
-    (rest.get(close) == Some(&b'}') && skip_ws(rest, close + 1) == rest.len()).then_some(id)
-}
-
-/// Just past the `}` or `]` that closes the object or array `from` is inside of.
-fn inside_object_end(bytes: &[u8], from: usize) -> Option<usize> {
-    let mut depth = 1usize;
-    let mut i = from;
-    while i < bytes.len() {
-        match bytes[i] {
-            b'"' => {
-                i = string_end(bytes, i)?;
-                continue;
-            }
-            b'{' | b'[' => depth += 1,
-            b'}' | b']' => {
-                depth -= 1;
-                if depth == 0 {
-                    return Some(i + 1);
-                }
-            }
-            _ => {}
-        }
-        i += 1;
-    }
-    None
+    rest[digits..].strip_prefix(RESULT)?;
+    let (end, success) = result_success(line, HEAD.len() + digits + RESULT.len())?;
+    let close = skip_ws(line, end);
+    let ends = line.get(close) == Some(&b'}') && skip_ws(line, close + 1) == line.len();
+    (success && ends).then_some(id)
 }
 
 /// [`success_id`] for any layout: one walk over the members, wherever they are.
 fn any_layout_success_id(line: &[u8]) -> Option<u64> {
     let mut id = None;
-    let mut success = false;
+    let mut success = None;
     let end = object(line, skip_ws(line, 0), |key, at| match key {
         b"id" => {
             let end = value_end(line, at)?;
-            id = Some(unsigned(&line[at..end])?);
-            Some(end)
+            let n = unsigned(&line[at..end])?;
+            // A member named twice is for the full parser to judge.
+            id.replace(n).is_none().then_some(end)
         }
         // One pass: the result's own fields are scanned while skipping it.
-        b"result" => object(line, at, |key, at| {
-            let end = value_end(line, at)?;
-            if key == b"success" {
-                success = &line[at..end] == b"true";
-            }
-            Some(end)
-        }),
+        b"result" => {
+            let (end, ok) = result_success(line, at)?;
+            success.replace(ok).is_none().then_some(end)
+        }
         b"method" | b"error" => None,
         _ => value_end(line, at),
     })?;
     if skip_ws(line, end) != line.len() {
         return None;
     }
-    id.filter(|_| success)
+    id.filter(|_| success == Some(true))
+}
+
+/// Walks the result object that opens at `at`: where it ends, and whether its `success`
+/// member is `true`. `None` for a malformed result, or one that names `success` twice.
+fn result_success(line: &[u8], at: usize) -> Option<(usize, bool)> {
+    let mut success = None;
+    let end = object(line, at, |key, at| {
+        let end = value_end(line, at)?;
+        if key == b"success" && success.replace(&line[at..end] == b"true").is_some() {
+            return None;
+        }
+        Some(end)
+    })?;
+    Some((end, success == Some(true)))
 }
 
 /// Walks the object that opens at `at`, calling `field(key, value_start)` for each member;
@@ -138,19 +127,67 @@ fn string_end(bytes: &[u8], at: usize) -> Option<usize> {
     None
 }
 
-/// Just past the value that starts at `at` (a string, object, array or scalar).
+/// Just past the value that starts at `at` (a string, object, array or scalar token).
 fn value_end(bytes: &[u8], at: usize) -> Option<usize> {
     match bytes.get(at)? {
         b'"' => string_end(bytes, at),
-        b'{' | b'[' => inside_object_end(bytes, at + 1),
+        b'{' | b'[' => container_end(bytes, at),
         _ => {
             let len = bytes[at..]
                 .iter()
                 .position(|b| matches!(b, b',' | b'}' | b']') || b.is_ascii_whitespace())
                 .unwrap_or(bytes.len() - at);
-            Some(at + len)
+            let token = &bytes[at..at + len];
+            (matches!(token, b"true" | b"false" | b"null") || number_like(token))
+                .then_some(at + len)
         }
     }
+}
+
+/// Just past the object or array that opens at `at`, each bracket closed by its own kind.
+/// Nested deeper than 64 levels: `None` (the full parser decides).
+fn container_end(bytes: &[u8], at: usize) -> Option<usize> {
+    // One bit per open bracket: 1 for `[`, 0 for `{`.
+    let (mut kinds, mut depth) = (0u64, 0u32);
+    let mut i = at;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'"' => {
+                i = string_end(bytes, i)?;
+                continue;
+            }
+            open @ (b'{' | b'[') => {
+                if depth == 64 {
+                    return None;
+                }
+                kinds = (kinds << 1) | u64::from(open == b'[');
+                depth += 1;
+            }
+            close @ (b'}' | b']') => {
+                if depth == 0 || (kinds & 1 == 1) != (close == b']') {
+                    return None;
+                }
+                kinds >>= 1;
+                depth -= 1;
+                if depth == 0 {
+                    return Some(i + 1);
+                }
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    None
+}
+
+/// Whether `token` can only be a JSON number (the full parser checks the rest).
+fn number_like(token: &[u8]) -> bool {
+    token
+        .first()
+        .is_some_and(|b| *b == b'-' || b.is_ascii_digit())
+        && token
+            .iter()
+            .all(|b| b.is_ascii_digit() || matches!(b, b'-' | b'+' | b'.' | b'e' | b'E'))
 }
 
 /// A JSON unsigned integer without sign, fraction or exponent.
@@ -167,77 +204,91 @@ fn unsigned(value: &[u8]) -> Option<u64> {
 mod tests {
     use super::{any_layout_success_id, compact_success_id, success_id};
 
-    #[test]
-    fn the_compact_layout_is_matched_by_prefix_and_agrees_with_the_general_walk() {
-        for (line, want) in [
-            (
-                &br#"{"jsonrpc":"2.0","id":9,"result":{"success":true}}"#[..],
-                Some(9),
-            ),
-            (
-                br#"{"jsonrpc":"2.0","id":10,"result":{"success":true,"data":{"t":"}]\"{"}}}"#,
-                Some(10),
-            ),
-            (
-                br#"{"jsonrpc":"2.0","id":11,"result":{"success":true,"a":[1,{}]} }"#,
-                Some(11),
-            ),
-            // Something after the result, or a result that does not close: not this path.
-            (
-                br#"{"jsonrpc":"2.0","id":12,"result":{"success":true},"x":1}"#,
-                None,
-            ),
-            (
-                br#"{"jsonrpc":"2.0","id":13,"result":{"success":true,"a":1}"#,
-                None,
-            ),
-            (
-                br#"{"jsonrpc":"2.0","id":14,"result":{"success":true,"a":1}}}"#,
-                None,
-            ),
-            (
-                br#"{"jsonrpc":"2.0","id":15,"result":{"success":trueish}}"#,
-                None,
-            ),
-            (
-                br#"{"jsonrpc":"2.0","id":1.5,"result":{"success":true}}"#,
-                None,
-            ),
-        ] {
-            let text = String::from_utf8_lossy(line);
-            assert_eq!(compact_success_id(line), want, "{text}");
-            if want.is_some() {
-                assert_eq!(any_layout_success_id(line), want, "{text}");
-            }
-        }
-        // The general walk still takes what the prefix does not match.
-        let extra = br#"{"jsonrpc":"2.0","id":12,"result":{"success":true},"x":1}"#;
-        assert_eq!(success_id(extra), Some(12));
-    }
+    /// Successes, with their ids, in the compact layout and others.
+    const SUCCESSES: &[(&[u8], u64)] = &[
+        (br#"{"jsonrpc":"2.0","id":9,"result":{"success":true}}"#, 9),
+        (
+            br#"{"jsonrpc":"2.0","id":10,"result":{"success":true,"data":{"t":"}]\"{"}}}"#,
+            10,
+        ),
+        (
+            br#"{"jsonrpc":"2.0","id":11,"result":{"success":true,"a":[1,{},-2.5e3,null]} }"#,
+            11,
+        ),
+        (
+            br#"{"jsonrpc":"2.0","id":12,"result":{"success":true},"x":1}"#,
+            12,
+        ),
+        (
+            br#"{"jsonrpc": "2.0", "result": {"data": [1, {"a": "b"}], "success": true}, "id": 7}"#,
+            7,
+        ),
+    ];
+
+    /// Frames that are not a success, or are malformed: the full parser decides.
+    const OTHERS: &[&[u8]] = &[
+        br#"{"jsonrpc":"2.0","id":1,"result":{"success":false,"error":"no"}}"#,
+        br#"{"jsonrpc":"2.0","id":1,"error":{"code":-32601,"message":"x"}}"#,
+        br#"{"jsonrpc":"2.0","id":"s-1","method":"sampling/createMessage","params":{}}"#,
+        br#"{"jsonrpc":"2.0","id":"7","result":{"success":true}}"#,
+        br#"{"jsonrpc":"2.0","id":-7,"result":{"success":true}}"#,
+        br#"{"jsonrpc":"2.0","id":1.5,"result":{"success":true}}"#,
+        br#"{"jsonrpc":"2.0","id":1,"result":{"data":{"success":true}}}"#,
+        br#"{"jsonrpc":"2.0","id":1,"result":{"success":true},"error":{"code":1}}"#,
+        br#"{"jsonrpc":"2.0","id":1,"id":2,"result":{"success":true}}"#,
+        // Malformed: unclosed, closed twice, a bracket closed by the other kind, a member
+        // that is not one, a trailing comma, a bad token, a success named twice.
+        br#"{"jsonrpc":"2.0","id":1,"result":{"success":true}"#,
+        br#"{"jsonrpc":"2.0","id":1,"result":{"success":true,"a":1}}}"#,
+        br#"{"jsonrpc":"2.0","id":1,"result":{"success":true,"a":1]}"#,
+        br#"{"jsonrpc":"2.0","id":1,"result":{"success":true,"a":[1}]}}"#,
+        br#"{"jsonrpc":"2.0","id":1,"result":{"success":true,garbage}}"#,
+        br#"{"jsonrpc":"2.0","id":1,"result":{"success":true,}}"#,
+        br#"{"jsonrpc":"2.0","id":1,"result":{"success":trueish}}"#,
+        br#"{"jsonrpc":"2.0","id":1,"result":{"success":true,"a":nul}}"#,
+        br#"{"jsonrpc":"2.0","id":1,"result":{"success":true,"success":false}}"#,
+        b"not json",
+    ];
 
     #[test]
     fn finds_the_id_of_a_success_in_any_layout() {
-        let compact =
-            br#"{"jsonrpc":"2.0","id":42,"result":{"success":true,"data":{"t":"}{\"]"}}}"#;
-        assert_eq!(success_id(compact), Some(42));
-        let spaced =
-            br#"{"jsonrpc": "2.0", "result": {"data": [1, {"a": "b"}], "success": true}, "id": 7}"#;
-        assert_eq!(success_id(spaced), Some(7));
+        for (line, id) in SUCCESSES {
+            assert_eq!(
+                success_id(line),
+                Some(*id),
+                "{}",
+                String::from_utf8_lossy(line)
+            );
+        }
     }
 
     #[test]
     fn leaves_everything_else_to_the_full_parser() {
-        for line in [
-            &br#"{"jsonrpc":"2.0","id":1,"result":{"success":false,"error":"no"}}"#[..],
-            br#"{"jsonrpc":"2.0","id":1,"error":{"code":-32601,"message":"x"}}"#,
-            br#"{"jsonrpc":"2.0","id":"s-1","method":"sampling/createMessage","params":{}}"#,
-            br#"{"jsonrpc":"2.0","id":"7","result":{"success":true}}"#,
-            br#"{"jsonrpc":"2.0","id":-7,"result":{"success":true}}"#,
-            br#"{"jsonrpc":"2.0","id":1,"result":{"success":true}"#,
-            br#"{"jsonrpc":"2.0","id":1,"result":{"data":{"success":true}}}"#,
-            b"not json",
-        ] {
+        for line in OTHERS {
             assert_eq!(success_id(line), None, "{}", String::from_utf8_lossy(line));
         }
+    }
+
+    #[test]
+    fn the_compact_path_answers_only_as_the_general_walk_does() {
+        let mut compact_hits = 0;
+        for line in SUCCESSES
+            .iter()
+            .map(|(l, _)| *l)
+            .chain(OTHERS.iter().copied())
+        {
+            let compact = compact_success_id(line);
+            if compact.is_some() {
+                compact_hits += 1;
+                assert_eq!(
+                    compact,
+                    any_layout_success_id(line),
+                    "{}",
+                    String::from_utf8_lossy(line)
+                );
+            }
+        }
+        // The three compact successes without anything after the result.
+        assert_eq!(compact_hits, 3);
     }
 }
