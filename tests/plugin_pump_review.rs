@@ -184,10 +184,16 @@ fn a_quick_tool_is_not_sent_back_for_an_invoke_that_waited_for_its_slot() {
     }
     threads.sort_by(|a, b| a.0.cmp(&b.0));
     assert_eq!(threads[0].1, "executa-reader", "s ran on the reader");
-    for i in 0..3 {
-        let data = where_data(&mut p, &format!("after{i}"), json!({}));
-        assert_eq!(data["thread"], "executa-reader", "run {i} after: {data}");
-    }
+    // Sent back, the tool would run its next 16 invokes (the first penalty) on the dispatch
+    // side. One of these runs may still land there for a reason of the moment (on a loaded
+    // machine the old reader can be slow to hand its role back), so the last two decide.
+    let after: Vec<Value> = (0..5)
+        .map(|i| where_data(&mut p, &format!("after{i}"), json!({}))["thread"].clone())
+        .collect();
+    assert!(
+        after[3..].iter().all(|t| t == "executa-reader"),
+        "the runs after: {after:?}"
+    );
     p.close_stdin();
     p.wait_stopped();
 }
