@@ -46,6 +46,13 @@ pub(crate) fn wait_readable(fd: i32, timeout: std::time::Duration) -> io::Result
     wait_for(fd, libc::POLLIN, timeout)
 }
 
+/// Waits until `fd` has room to write (or its reader is gone), at most `timeout` (rounded
+/// up to whole milliseconds). `Ok(false)`: the time ran out first.
+#[cfg(feature = "host")]
+pub(crate) fn wait_writable(fd: i32, timeout: std::time::Duration) -> io::Result<bool> {
+    wait_for(fd, libc::POLLOUT, timeout)
+}
+
 fn wait_for(fd: i32, events: libc::c_short, timeout: std::time::Duration) -> io::Result<bool> {
     let ms = timeout.as_micros().div_ceil(1000).min(i32::MAX as u128) as i32;
     let mut pfd = libc::pollfd {
@@ -92,6 +99,26 @@ impl Write for BlockingWrites {
     fn flush(&mut self) -> io::Result<()> {
         self.0.flush()
     }
+}
+
+/// The largest write to a pipe that is atomic: a non-blocking write of at most this many
+/// bytes writes all of them or none (`EAGAIN`), never a part (POSIX `PIPE_BUF`).
+#[cfg(feature = "host")]
+pub(crate) const ATOMIC_PIPE_WRITE: usize = libc::PIPE_BUF;
+
+/// Makes `fd` non-blocking (`O_NONBLOCK`). The flag belongs to the open file description,
+/// so this is only for descriptors this process alone uses, such as its end of a pipe to a
+/// child (the child's end is another description). Never blocks.
+#[cfg(feature = "host")]
+pub(crate) fn set_nonblocking(fd: &impl AsRawFd) -> io::Result<()> {
+    let fd = fd.as_raw_fd();
+    // SAFETY: fcntl on a descriptor the caller holds open for the duration of the call.
+    let flags = unsafe { libc::fcntl(fd, libc::F_GETFL) };
+    // SAFETY: as above.
+    if flags < 0 || unsafe { libc::fcntl(fd, libc::F_SETFL, flags | libc::O_NONBLOCK) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
 }
 
 fn redirect(from: i32, to: i32) -> io::Result<()> {

@@ -275,3 +275,29 @@ fn a_quick_service_is_answered_on_the_reader_and_any_other_on_a_worker() {
         );
     }
 }
+
+#[test]
+fn answers_to_a_plugin_that_reads_none_of_them_yet_wait_without_stalling_the_reader() {
+    // The answers to 1,500 quick calls overflow the plugin's stdin pipe (64 KiB) while the
+    // plugin writes the calls and reads nothing. The reader answers them itself: if its
+    // write waited for room, it would stop reading the plugin's stdout, the plugin would
+    // block on its next call, and neither would move again.
+    let n = 1_500;
+    let handlers = Handlers::new().service(Arc::new(MemoryStorage::new()));
+    let host = tools(&[], opts(), handlers);
+    let r = host.invoke("flood", &json!({ "n": n })).expect("flood");
+    assert!(r.success, "{:?}", r.error);
+    // Past the pipe and the write queue, the host refuses calls as busy (a refusal is the
+    // call's one reply); nothing is lost or answered twice.
+    let mut replied: Vec<String> = serde_json::from_value(r.data["answered"].clone()).unwrap();
+    let refused: Vec<(String, i64)> = serde_json::from_value(r.data["errors"].clone()).unwrap();
+    assert!(replied.len() > n / 2, "most answered: {}", replied.len());
+    for (id, code) in &refused {
+        assert_eq!(*code, -32000, "{id} refused as busy");
+        replied.push(id.clone());
+    }
+    replied.sort();
+    let mut want: Vec<String> = (0..n).map(|i| format!("fl-{i}")).collect();
+    want.sort();
+    assert!(replied == want, "each call has exactly one reply");
+}

@@ -192,7 +192,7 @@ impl Dispatcher {
             return Err(job);
         }
         let frame = answer(&self.handlers, &job);
-        if let Err(frame) = job.shared.out.try_queue(frame)
+        if let Err(frame) = job.shared.out.try_send(frame)
             && let Err(e) = self.jobs.try_send(Task::Send(job, frame))
             && let Task::Send(job, _) | Task::Serve(job) = e.into_inner()
         {

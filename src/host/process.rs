@@ -77,12 +77,12 @@ impl PluginProcess {
             let _ = child.wait();
             return Err(Error::Io(io::Error::other("plugin stdio was not piped")));
         };
-        let (out_tx, out_rx) = crate::writer::channel_with(opts.write_queue);
+        let (stdin, writer_end) = writer::open(stdin, opts.write_queue, &label);
         let tail = Arc::new(StderrTail::new(opts.stderr_tail_lines));
         let shared = Arc::new(Shared::new(
             label.clone(),
             child,
-            out_tx,
+            stdin,
             opts,
             tail.clone(),
             exit_notify,
@@ -104,7 +104,7 @@ impl PluginProcess {
                 watch(&watched, &stop_rx)
             }),
             spawn_named(format!("executa-wr:{label}"), move || {
-                writer::run(stdin, out_rx, &l1, writer_spin)
+                writer::run(writer_end, &l1, writer_spin)
             }),
             spawn_named(format!("executa-err:{label}"), move || {
                 stderr::run(stderr_pipe, &tail, &l2, relay)

@@ -20,13 +20,14 @@ use super::pending::Pending;
 use super::signal::{self, Signal};
 use super::stderr::StderrTail;
 use super::types::{Handshake, StdoutNoise, snippet};
+use super::writer::PluginStdin;
 use crate::error::{Error, Result, RpcError};
 use crate::id::Id;
 use crate::lock::lock;
 use crate::manifest::Manifest;
 use crate::protocol::ProtocolVersion;
 use crate::wire;
-use crate::writer::{Outbox, SendFailure};
+use crate::writer::SendFailure;
 
 /// How long the reader waits, after stdout closes, for the exit status and the last stderr
 /// lines, so that the error failing pending calls can name them. A process normally exits
@@ -69,7 +70,7 @@ pub(crate) struct Shared {
     pub(crate) opts: Arc<HostOptions>,
     pub(super) next_id: AtomicU64,
     pub(crate) pending: Pending,
-    pub(super) out: Outbox,
+    pub(super) out: PluginStdin,
     pub(super) child: Mutex<ChildSlot>,
     pub(crate) stderr: Arc<StderrTail>,
     pub(super) noise: Mutex<StdoutNoise>,
@@ -97,7 +98,7 @@ impl Shared {
     pub(super) fn new(
         label: String,
         child: Child,
-        out: Outbox,
+        out: PluginStdin,
         opts: Arc<HostOptions>,
         stderr: Arc<StderrTail>,
         exit_notify: Option<ExitNotify>,
@@ -232,7 +233,7 @@ impl Shared {
 
     /// Queues a frame from the reader thread, which must never block: dropped when full.
     pub(crate) fn try_send(&self, frame: Vec<u8>) {
-        if !self.out.try_send(frame) {
+        if self.out.try_send(frame).is_err() {
             log::warn!(
                 "[plugin:{}] write queue full or closed: an error answer was dropped",
                 self.label
@@ -461,7 +462,11 @@ pub(super) fn write_bare_request(out: &mut Vec<u8>, id: &Id, method: &str) {
 impl Shared {
     /// A `Shared` for unit tests: a short-lived child (`true`, reaped at once) and the
     /// given output queue, whose inbox the test holds in place of a writer.
-    pub(crate) fn for_test(out: Outbox, opts: HostOptions) -> io::Result<Arc<Shared>> {
+    pub(crate) fn for_test(
+        out: crate::writer::Outbox,
+        opts: HostOptions,
+    ) -> io::Result<Arc<Shared>> {
+        let out = PluginStdin::queue_only(out);
         let child = std::process::Command::new("true").spawn()?;
         let tail = Arc::new(StderrTail::new(1));
         let shared = Shared::new("test".into(), child, out, Arc::new(opts), tail, None);
