@@ -278,20 +278,25 @@ fn a_quick_service_is_answered_on_the_reader_and_any_other_on_a_worker() {
 
 #[test]
 fn answers_to_a_plugin_that_reads_none_of_them_yet_wait_without_stalling_the_reader() {
-    // The answers to 1,500 quick calls overflow the plugin's stdin pipe (64 KiB) while the
-    // plugin writes the calls and reads nothing. The reader answers them itself: if its
-    // write waited for room, it would stop reading the plugin's stdout, the plugin would
-    // block on its next call, and neither would move again.
-    let n = 1_500;
+    // The answers to 1,000 quick calls (84 KB) overflow the plugin's stdin pipe (64 KiB, or
+    // less) while the plugin writes the calls and reads nothing. The reader answers them
+    // itself: if its write waited for room, it would stop reading the plugin's stdout, the
+    // plugin would block on its next call, and neither would move again.
+    let n = 1_000;
+    let o = HostOptions {
+        // Room for every answer whatever the pipe's size, so none is dropped for a full queue.
+        write_queue: 2 * n,
+        ..opts()
+    };
     let handlers = Handlers::new().service(Arc::new(MemoryStorage::new()));
-    let host = tools(&[], opts(), handlers);
+    let host = tools(&[], o, handlers);
     let r = host.invoke("flood", &json!({ "n": n })).expect("flood");
     assert!(r.success, "{:?}", r.error);
-    // Past the pipe and the write queue, the host refuses calls as busy (a refusal is the
-    // call's one reply); nothing is lost or answered twice.
+    // Once answers wait in the queue, quick calls go to the reverse-call workers, and while
+    // their queue is full a call is refused as busy: a refusal is that call's one reply.
     let mut replied: Vec<String> = serde_json::from_value(r.data["answered"].clone()).unwrap();
     let refused: Vec<(String, i64)> = serde_json::from_value(r.data["errors"].clone()).unwrap();
-    assert!(replied.len() > n / 2, "most answered: {}", replied.len());
+    assert!(!replied.is_empty(), "answers went through");
     for (id, code) in &refused {
         assert_eq!(*code, -32000, "{id} refused as busy");
         replied.push(id.clone());

@@ -12,8 +12,9 @@
 //!
 //! Each plugin process has the plugin side's three-thread shape, seen from the other end:
 //! a **reader** of its stdout (`executa-rd:<name>`), a **writer** to its stdin
-//! (`executa-wr:<name>`, the same loop as the plugin's writer: buffered, flushed when its
-//! bounded queue runs empty) and a **stderr drain** (`executa-err:<name>`) that relays
+//! (`executa-wr:<name>`: a frame goes straight into the pipe from the thread that made it
+//! while nothing is queued, never waiting for room; otherwise the writer writes the bounded
+//! queue's backlog, a burst at a time) and a **stderr drain** (`executa-err:<name>`) that relays
 //! lines with a `[plugin:<name>] ` prefix and keeps the last few for error messages. A
 //! fourth, a **watcher** (`executa-wait:<name>`), polls for the child's exit every 50 ms: a plugin that dies while
 //! a helper process it started still holds its stdout would otherwise never be noticed.

@@ -194,8 +194,9 @@ impl Shared {
         Ok(())
     }
 
-    /// Queues a frame for the writer, waiting (until `deadline`) while the queue is full,
-    /// which happens only when the plugin stops reading its stdin.
+    /// Sends a frame (straight into the pipe when nothing is queued, else through the
+    /// writer's queue), waiting (until `deadline`) while the queue is full, which happens
+    /// only when the plugin stops reading its stdin.
     pub(super) fn send_frame(
         &self,
         frame: Vec<u8>,
@@ -220,7 +221,8 @@ impl Shared {
         }
     }
 
-    /// Queues an answer to a reverse call, from a worker thread.
+    /// Sends an answer to a reverse call, from a worker thread (as [`Shared::send_frame`],
+    /// waiting at most `REPLY_SEND_WAIT` for room in the queue).
     pub(crate) fn send_reply(&self, frame: Vec<u8>) {
         if let Err(e) = self.out.send_timeout(frame, REPLY_SEND_WAIT) {
             let why = match e {
@@ -231,7 +233,9 @@ impl Shared {
         }
     }
 
-    /// Queues a frame from the reader thread, which must never block: dropped when full.
+    /// Sends a frame from the reader thread, which must never wait for the plugin: straight
+    /// into the pipe when it has room and nothing is queued, else queued; dropped (and
+    /// logged) when the queue is full.
     pub(crate) fn try_send(&self, frame: Vec<u8>) {
         if self.out.try_send(frame).is_err() {
             log::warn!(

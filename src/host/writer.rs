@@ -151,10 +151,16 @@ impl PluginStdin {
         };
         match (&*file).write(&frame) {
             Ok(n) if n == frame.len() => Ok(()),
-            // A pipe never takes part of an atomic write; were it to, the rest goes now.
+            // Never happens: a pipe takes a write of at most PIPE_BUF bytes whole or not at
+            // all (POSIX), and `direct` is only set for a pipe. Were it to, the rest would
+            // have to go now, before any other frame, waiting for room if need be.
             Ok(n) => {
+                log::error!(
+                    "a pipe took part of an atomic write ({n} of {})",
+                    frame.len()
+                );
                 if let Err(e) = write_with_room(&file, &frame[n..]) {
-                    log::debug!("stdin write failed: {e}");
+                    log::error!("stdin write failed: {e}");
                 }
                 Ok(())
             }
@@ -193,51 +199,89 @@ impl Pipe {
 }
 
 /// The writer thread: runs until `Close`, until every sender is gone, or until a write fails
-/// (the plugin closed its stdin or died), then closes the pipe. Dropping the inbox on the way
-/// out makes later sends fail at once, which callers report as a disconnect.
+/// (the plugin closed its stdin or died), then closes the pipe (dropping `end`). Dropping the
+/// inbox on the way out makes later sends fail at once, which callers report as a
+/// disconnect.
 pub(crate) fn run(end: WriterEnd, label: &str, spin: Duration) {
     if let Err(e) = pump(&end, spin) {
         log::debug!("[plugin:{label}] stdin write failed: {e}");
     }
-    // The pipe closes when the last clone is dropped: here, or after a direct write that
-    // took its clone before this.
-    lock(&end.pipe.file).take();
+}
+
+impl Drop for WriterEnd {
+    /// Closes the pipe, also when the writer thread never ran or panicked: it closes when
+    /// the last clone is dropped, here or after a direct write that took its clone before.
+    fn drop(&mut self) {
+        lock(&self.pipe.file).take();
+    }
 }
 
 /// Writes frames until `Close` or until every sender is gone, gathering what is queued into
-/// writes of up to [`BURST`] bytes. A burst's frames count as queued until all are written.
+/// writes of up to [`BURST`] bytes.
 fn pump(end: &WriterEnd, spin: Duration) -> io::Result<()> {
     let mut gathered = Vec::new();
     while let Ok(first) = crate::spin::recv(end.inbox.receiver(), spin) {
         end.pipe.quiesce();
+        let mut written = Written {
+            inbox: &end.inbox,
+            held: false,
+        };
         let mut next = Some(first);
-        let mut taken = 0;
         let mut closing = false;
         while let Some(msg) = next {
             let Out::Frame(frame) = msg else {
                 closing = true;
                 break;
             };
-            taken += frame.len();
             if gathered.len() + frame.len() > BURST {
                 write_with_room(&end.file, &gathered)?;
+                written.give(gathered.len());
                 gathered.clear();
             }
             if frame.len() > BURST {
                 write_with_room(&end.file, &frame)?;
+                written.give(frame.len());
             } else {
                 gathered.extend_from_slice(&frame);
             }
             next = end.inbox.try_recv();
         }
         write_with_room(&end.file, &gathered)?;
+        written.give(gathered.len());
         gathered.clear();
-        end.inbox.written(taken);
+        written.end();
         if closing {
             break;
         }
     }
     Ok(())
+}
+
+/// Gives a burst's bytes back to the queue's count as they reach the pipe, so its byte
+/// budget counts only what is still to be written, but holds one back until the burst
+/// ends: the queue must not look idle, which lets direct writes in, while the writer is
+/// still writing. After a failed write nothing more is given back, so it never looks idle
+/// again (and sends fail once the writer thread has stopped).
+struct Written<'a> {
+    inbox: &'a Inbox,
+    held: bool,
+}
+
+impl Written<'_> {
+    fn give(&mut self, bytes: usize) {
+        if bytes == 0 {
+            return;
+        }
+        let now = if self.held { bytes } else { bytes - 1 };
+        self.held = true;
+        self.inbox.written(now);
+    }
+
+    fn end(self) {
+        if self.held {
+            self.inbox.written(1);
+        }
+    }
 }
 
 /// Writes all of `bytes`, waiting for room whenever the pipe is full. The wait has no bound:
@@ -313,6 +357,23 @@ mod tests {
         writer.join().expect("writer");
         assert!(all == want, "every frame whole and in the order sent");
         assert!(child.wait().expect("cat exits").success());
+    }
+
+    #[test]
+    fn a_burst_gives_its_bytes_back_as_written_but_looks_busy_until_it_ends() {
+        let (queue, inbox) = crate::writer::channel();
+        let out = PluginStdin::queue_only(queue);
+        assert!(out.try_send(vec![b'a'; 10]).is_ok());
+        assert!(out.try_send(vec![b'b'; 10]).is_ok());
+        let mut written = Written {
+            inbox: &inbox,
+            held: false,
+        };
+        written.give(10);
+        written.give(10);
+        assert!(!out.is_idle(), "one byte held back while the burst lasts");
+        written.end();
+        assert!(out.is_idle(), "and given back at its end");
     }
 
     #[test]
