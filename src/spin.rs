@@ -1,11 +1,13 @@
-//! Receiving with a short poll before sleeping.
+//! Receiving with a short poll before sleeping, where it pays.
 //!
 //! On a VM, waking a thread that sleeps on another vCPU costs 20-25 µs, several times the
 //! work of a whole round trip. A thread that polls its queue for a few tens of
-//! microseconds after each message is still awake when the next one comes in a busy
-//! exchange, and the hop costs well under a microsecond. The poll yields the CPU on every
-//! turn, ends after `spin`, and is skipped where only one CPU is usable (there it would
-//! only delay the thread it waits for).
+//! microseconds is still awake when the next message comes in a busy exchange, and the hop
+//! costs well under a microsecond; at a paced load or with slow tools the same poll only
+//! burns CPU. So a thread polls only while its messages have recently come faster than
+//! that ([`Poller`] for one receiving thread, `ReplyPoller` for callers waiting for
+//! replies). A poll yields the CPU on every turn and is skipped where only one CPU is
+//! usable (there it would only delay the thread it waits for).
 
 use std::time::{Duration, Instant};
 
@@ -23,43 +25,96 @@ pub(crate) fn effective(spin: Duration) -> Duration {
     }
 }
 
-/// Polls for up to `spin`, then blocks (no bound: the caller's queue closes at shutdown).
-#[cfg(feature = "host")]
-pub(crate) fn recv<T>(rx: &Receiver<T>, spin: Duration) -> Result<T, RecvError> {
-    match poll(rx, spin) {
-        Some(Ok(v)) => Ok(v),
-        Some(Err(())) => Err(RecvError),
-        None => rx.recv(),
-    }
-}
-
-/// Polls for up to `spin`, then blocks for up to `timeout`.
-#[cfg(feature = "host")]
-pub(crate) fn recv_timeout<T>(
-    rx: &Receiver<T>,
-    spin: Duration,
-    timeout: Duration,
-) -> Result<T, RecvTimeoutError> {
-    match poll(rx, spin) {
-        Some(Ok(v)) => Ok(v),
-        Some(Err(())) => Err(RecvTimeoutError::Disconnected),
-        None => rx.recv_timeout(timeout),
-    }
-}
-
-#[cfg(feature = "host")]
-fn poll<T>(rx: &Receiver<T>, spin: Duration) -> Option<Result<T, ()>> {
-    if spin.is_zero() {
-        return None;
-    }
+/// Polls `rx` for at most `window`, yielding the CPU on every turn; `None` when nothing
+/// came (and the queue is still open).
+fn poll_for<T>(rx: &Receiver<T>, window: Duration) -> Option<Result<T, ()>> {
     let start = Instant::now();
     loop {
         match rx.try_recv() {
             Ok(v) => return Some(Ok(v)),
             Err(TryRecvError::Disconnected) => return Some(Err(())),
-            Err(TryRecvError::Empty) if start.elapsed() >= spin => return None,
+            Err(TryRecvError::Empty) if start.elapsed() >= window => return None,
             Err(TryRecvError::Empty) => std::thread::yield_now(),
         }
+    }
+}
+
+/// Adaptive polling for callers waiting for their replies (any number of threads): poll
+/// only while replies come back faster than a wake-up costs.
+///
+/// Each reply updates a moving average of the time from sending a request to its reply. A
+/// caller polls for its reply only while that average is below `max`, for at most twice the
+/// average and never more than `max`, and only one caller polls at a time (several callers
+/// in flight keep the host busy anyway). A host calling tools that take a millisecond
+/// learns it within a few calls and then sleeps at once, costing only its work; one in a
+/// lock-step exchange with a quick tool saves the wake-up on every reply.
+#[cfg(feature = "host")]
+pub(crate) struct ReplyPoller {
+    max: Duration,
+    /// Moving average of the reply time, in nanoseconds (`u64::MAX`: none seen yet).
+    /// Updated without a lock: a lost update only delays the average by one reply.
+    avg_ns: std::sync::atomic::AtomicU64,
+    polling: std::sync::atomic::AtomicBool,
+}
+
+#[cfg(feature = "host")]
+impl ReplyPoller {
+    /// A poller that polls at most `max` for a reply (`Duration::ZERO`: never).
+    pub fn new(max: Duration) -> ReplyPoller {
+        ReplyPoller {
+            max,
+            avg_ns: std::sync::atomic::AtomicU64::new(u64::MAX),
+            polling: std::sync::atomic::AtomicBool::new(false),
+        }
+    }
+
+    /// Waits for the reply to a request sent at `sent`: polls for the window recent replies
+    /// earn (unless another caller is polling), then blocks for what is left of `timeout`.
+    pub fn recv_timeout<T>(
+        &self,
+        rx: &Receiver<T>,
+        sent: Instant,
+        timeout: Duration,
+    ) -> Result<T, RecvTimeoutError> {
+        use std::sync::atomic::Ordering;
+        let window = self.window().min(timeout);
+        let polled = if !window.is_zero() && !self.polling.swap(true, Ordering::Acquire) {
+            let got = poll_for(rx, window);
+            self.polling.store(false, Ordering::Release);
+            got
+        } else {
+            None
+        };
+        let got = match polled {
+            Some(Ok(v)) => Ok(v),
+            Some(Err(())) => Err(RecvTimeoutError::Disconnected),
+            None => rx.recv_timeout(timeout.saturating_sub(sent.elapsed())),
+        };
+        if got.is_ok() {
+            self.replied(sent.elapsed());
+        }
+        got
+    }
+
+    /// How long a caller may poll now.
+    fn window(&self) -> Duration {
+        let avg = self.avg_ns.load(std::sync::atomic::Ordering::Relaxed);
+        if self.max.is_zero() || avg >= nanos(self.max) {
+            return Duration::ZERO;
+        }
+        self.max.min(Duration::from_nanos(avg.saturating_mul(2)))
+    }
+
+    fn replied(&self, took: Duration) {
+        use std::sync::atomic::Ordering::Relaxed;
+        let took = nanos(took);
+        let avg = self.avg_ns.load(Relaxed);
+        let next = if avg == u64::MAX {
+            took
+        } else {
+            (avg.saturating_mul(3).saturating_add(took)) / 4
+        };
+        self.avg_ns.store(next, Relaxed);
     }
 }
 
@@ -141,14 +196,7 @@ impl Poller {
         if window.is_zero() {
             return None;
         }
-        let got = loop {
-            match rx.try_recv() {
-                Ok(v) => break Some(Ok(v)),
-                Err(TryRecvError::Disconnected) => break Some(Err(())),
-                Err(TryRecvError::Empty) if start.elapsed() >= window => break None,
-                Err(TryRecvError::Empty) => std::thread::yield_now(),
-            }
-        };
+        let got = poll_for(rx, window);
         let now = Instant::now();
         let spent = nanos(now.duration_since(start));
         self.tokens_ns = self.tokens_ns.saturating_sub(spent);
@@ -209,6 +257,38 @@ mod tests {
         p.tokens_ns = 0;
         let w = p.window(t0 + Duration::from_micros(100));
         assert_eq!(w, Duration::ZERO);
+    }
+
+    #[cfg(feature = "host")]
+    #[test]
+    fn callers_poll_only_while_replies_come_back_quickly() {
+        let micros = Duration::from_micros;
+        let p = ReplyPoller::new(micros(100));
+        assert_eq!(p.window(), Duration::ZERO, "no reply seen yet");
+        for _ in 0..4 {
+            p.replied(micros(20));
+        }
+        assert_eq!(p.window(), micros(40), "twice the average reply time");
+        for _ in 0..4 {
+            p.replied(Duration::from_millis(1));
+        }
+        assert_eq!(p.window(), Duration::ZERO, "slow tools: sleep at once");
+        assert_eq!(ReplyPoller::new(Duration::ZERO).window(), Duration::ZERO);
+    }
+
+    #[cfg(feature = "host")]
+    #[test]
+    fn a_reply_is_received_and_counted() {
+        let p = ReplyPoller::new(Duration::from_micros(100));
+        let (tx, rx) = crossbeam_channel::bounded(1);
+        tx.send(7).unwrap();
+        let got = p.recv_timeout(&rx, Instant::now(), Duration::from_secs(5));
+        assert_eq!(got, Ok(7));
+        let counted = p.avg_ns.load(std::sync::atomic::Ordering::Relaxed);
+        assert_ne!(counted, u64::MAX, "the reply's time went into the average");
+        drop(tx);
+        let gone = p.recv_timeout(&rx, Instant::now(), Duration::from_secs(5));
+        assert_eq!(gone, Err(RecvTimeoutError::Disconnected));
     }
 
     #[test]

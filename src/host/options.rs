@@ -77,10 +77,14 @@ pub struct HostOptions {
     /// manifest declares the matching capability and whose caller gave none (for local
     /// runs against the in-memory backends; never use real tokens here).
     pub dev_tokens: bool,
-    /// How long a caller waiting for a reply, and the writer waiting for a frame, poll
+    /// The longest a caller waiting for a reply, and the writer waiting for a frame, poll
     /// before they sleep, as on the plugin side ([`crate::Options::spin`]): it saves the
-    /// 20-25 µs cross-vCPU wake-up per hop on a VM. Ignored where only one CPU is usable.
-    /// Default 100 µs; `Duration::ZERO` never polls.
+    /// 20-25 µs cross-vCPU wake-up per hop on a VM, and only pays while messages come
+    /// quickly. So a caller polls only while replies have recently come back within this
+    /// time (a moving average), for at most twice that average, and one caller at a time;
+    /// the writer only while frames have recently come this close together, within a
+    /// quarter of the wall time. A host calling slow tools never polls. Ignored where only
+    /// one CPU is usable. Default 100 µs; `Duration::ZERO` never polls.
     pub spin: Duration,
 }
 

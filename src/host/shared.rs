@@ -26,6 +26,7 @@ use crate::id::Id;
 use crate::lock::lock;
 use crate::manifest::Manifest;
 use crate::protocol::ProtocolVersion;
+use crate::spin::ReplyPoller;
 use crate::wire;
 use crate::writer::SendFailure;
 
@@ -70,6 +71,8 @@ pub(crate) struct Shared {
     pub(crate) opts: Arc<HostOptions>,
     pub(super) next_id: AtomicU64,
     pub(crate) pending: Pending,
+    /// How callers wait for their replies: polling first only while replies come quickly.
+    reply_wait: ReplyPoller,
     pub(super) out: PluginStdin,
     pub(super) child: Mutex<ChildSlot>,
     pub(crate) stderr: Arc<StderrTail>,
@@ -108,6 +111,7 @@ impl Shared {
             pid: child.id(),
             next_id: AtomicU64::new(1),
             pending: Pending::new(),
+            reply_wait: ReplyPoller::new(crate::spin::effective(opts.spin)),
             out,
             child: Mutex::new(ChildSlot {
                 child,
@@ -165,9 +169,9 @@ impl Shared {
             self.pending.cancel(id);
             return Err(e);
         }
-        let spin = crate::spin::effective(self.opts.spin);
-        let left = deadline.saturating_duration_since(Instant::now());
-        match crate::spin::recv_timeout(&rx, spin, left) {
+        let sent = Instant::now();
+        let left = deadline.saturating_duration_since(sent);
+        match self.reply_wait.recv_timeout(&rx, sent, left) {
             Ok(reply) => reply,
             Err(RecvTimeoutError::Timeout) => {
                 self.pending.cancel(id);

@@ -220,7 +220,8 @@ impl Drop for WriterEnd {
 /// writes of up to [`BURST`] bytes.
 fn pump(end: &WriterEnd, spin: Duration) -> io::Result<()> {
     let mut gathered = Vec::new();
-    while let Ok(first) = crate::spin::recv(end.inbox.receiver(), spin) {
+    let mut poller = crate::spin::Poller::new(spin);
+    while let Ok(first) = poller.recv(end.inbox.receiver()) {
         end.pipe.quiesce();
         let mut written = Written {
             inbox: &end.inbox,
