@@ -15,10 +15,11 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::RecvTimeoutError;
 use crossbeam_channel::{Receiver, RecvError, TryRecvError};
 
-/// How long to poll, given the configured value and the CPUs this process may use.
+/// How long to poll, given the configured value and the CPUs the calling thread may use
+/// now (its threads inherit that mask). Asked once per plugin, or per plugin process a
+/// host starts, so a program that pins itself before starting a host gets the right one.
 pub(crate) fn effective(spin: Duration) -> Duration {
-    static CPUS: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
-    if *CPUS.get_or_init(crate::sys::usable_cpus) > 1 {
+    if crate::sys::usable_cpus() > 1 {
         spin
     } else {
         Duration::ZERO

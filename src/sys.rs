@@ -195,7 +195,8 @@ pub(crate) fn send_signal_group(pgid: u32, signal: i32) -> io::Result<()> {
     }
 }
 
-/// How many CPUs this process may run on (its affinity mask), at least 1.
+/// How many CPUs the calling thread may run on (its affinity mask, which the threads it
+/// starts inherit; for a program that never pins a thread, the process's), at least 1.
 #[cfg(target_os = "linux")]
 pub(crate) fn usable_cpus() -> usize {
     // SAFETY: `cpu_set_t` is plain old data, so all-zero is a valid value, and
