@@ -9,6 +9,8 @@
 //! replies). A poll yields the CPU on every turn and is skipped where only one CPU is
 //! usable (there it would only delay the thread it waits for).
 
+#[cfg(feature = "host")]
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 #[cfg(feature = "host")]
@@ -54,8 +56,8 @@ pub(crate) struct ReplyPoller {
     max: Duration,
     /// Moving average of the reply time, in nanoseconds (`u64::MAX`: none seen yet).
     /// Updated without a lock: a lost update only delays the average by one reply.
-    avg_ns: std::sync::atomic::AtomicU64,
-    polling: std::sync::atomic::AtomicBool,
+    avg_ns: AtomicU64,
+    polling: AtomicBool,
 }
 
 #[cfg(feature = "host")]
@@ -64,8 +66,8 @@ impl ReplyPoller {
     pub fn new(max: Duration) -> ReplyPoller {
         ReplyPoller {
             max,
-            avg_ns: std::sync::atomic::AtomicU64::new(u64::MAX),
-            polling: std::sync::atomic::AtomicBool::new(false),
+            avg_ns: AtomicU64::new(u64::MAX),
+            polling: AtomicBool::new(false),
         }
     }
 
@@ -77,7 +79,6 @@ impl ReplyPoller {
         sent: Instant,
         timeout: Duration,
     ) -> Result<T, RecvTimeoutError> {
-        use std::sync::atomic::Ordering;
         let window = self.window().min(timeout);
         let polled = if !window.is_zero() && !self.polling.swap(true, Ordering::Acquire) {
             let got = poll_for(rx, window);
@@ -99,7 +100,7 @@ impl ReplyPoller {
 
     /// How long a caller may poll now.
     fn window(&self) -> Duration {
-        let avg = self.avg_ns.load(std::sync::atomic::Ordering::Relaxed);
+        let avg = self.avg_ns.load(Ordering::Relaxed);
         if self.max.is_zero() || avg >= nanos(self.max) {
             return Duration::ZERO;
         }
@@ -107,15 +108,14 @@ impl ReplyPoller {
     }
 
     fn replied(&self, took: Duration) {
-        use std::sync::atomic::Ordering::Relaxed;
         let took = nanos(took);
-        let avg = self.avg_ns.load(Relaxed);
+        let avg = self.avg_ns.load(Ordering::Relaxed);
         let next = if avg == u64::MAX {
             took
         } else {
             (avg.saturating_mul(3).saturating_add(took)) / 4
         };
-        self.avg_ns.store(next, Relaxed);
+        self.avg_ns.store(next, Ordering::Relaxed);
     }
 }
 
@@ -285,7 +285,7 @@ mod tests {
         tx.send(7).unwrap();
         let got = p.recv_timeout(&rx, Instant::now(), Duration::from_secs(5));
         assert_eq!(got, Ok(7));
-        let counted = p.avg_ns.load(std::sync::atomic::Ordering::Relaxed);
+        let counted = p.avg_ns.load(Ordering::Relaxed);
         assert_ne!(counted, u64::MAX, "the reply's time went into the average");
         drop(tx);
         let gone = p.recv_timeout(&rx, Instant::now(), Duration::from_secs(5));

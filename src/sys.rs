@@ -46,13 +46,6 @@ pub(crate) fn wait_readable(fd: i32, timeout: std::time::Duration) -> io::Result
     wait_for(fd, libc::POLLIN, timeout)
 }
 
-/// Waits until `fd` has room to write (or its reader is gone), at most `timeout` (rounded
-/// up to whole milliseconds). `Ok(false)`: the time ran out first.
-#[cfg(feature = "host")]
-pub(crate) fn wait_writable(fd: i32, timeout: std::time::Duration) -> io::Result<bool> {
-    wait_for(fd, libc::POLLOUT, timeout)
-}
-
 fn wait_for(fd: i32, events: libc::c_short, timeout: std::time::Duration) -> io::Result<bool> {
     let ms = timeout.as_micros().div_ceil(1000).min(i32::MAX as u128) as i32;
     let mut pfd = libc::pollfd {
@@ -73,23 +66,25 @@ fn wait_for(fd: i32, events: libc::c_short, timeout: std::time::Duration) -> io:
     }
 }
 
-/// The protocol output, written as a blocking descriptor is even when it is not: stdout is
+/// A descriptor written as a blocking one is even when it is not: a write that would block
+/// waits for room instead of failing. The plugin's protocol output needs it: stdout is
 /// shared with whoever started the plugin, which may have made it non-blocking
-/// (`O_NONBLOCK`, as event-loop runtimes do with their own stdio). A write that would block
-/// waits for room instead of failing, which would close the output and lose the replies.
-/// The wait has no bound, as a blocking write has none: it is the backpressure, and ends
-/// when the host reads, or with an error when it closes the pipe.
-pub(crate) struct BlockingWrites(pub File);
+/// (`O_NONBLOCK`, as event-loop runtimes do with their own stdio), and a failed write would
+/// close the output and lose the replies. The host's writer thread needs it for its end of
+/// a plugin's stdin, which the host makes non-blocking itself (`host/writer.rs`). The wait
+/// has no bound, as a blocking write has none: it is the backpressure, and ends when the
+/// other side reads, or with an error when it closes the pipe.
+pub(crate) struct BlockingWrites<F = File>(pub F);
 
 /// How long one look for room lasts before the write is tried again.
 const ROOM_LOOK: std::time::Duration = std::time::Duration::from_secs(60);
 
-impl Write for BlockingWrites {
+impl<F: Write + AsFd> Write for BlockingWrites<F> {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
         loop {
             match self.0.write(buf) {
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                    wait_for(self.0.as_raw_fd(), libc::POLLOUT, ROOM_LOOK)?;
+                    wait_for(self.0.as_fd().as_raw_fd(), libc::POLLOUT, ROOM_LOOK)?;
                 }
                 other => return other,
             }

@@ -28,7 +28,7 @@
 
 use std::fs::File;
 use std::io::{self, Write};
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::OwnedFd;
 use std::os::unix::fs::FileTypeExt;
 use std::process::ChildStdin;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -36,14 +36,11 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crate::lock::lock;
-use crate::sys::{self, ATOMIC_PIPE_WRITE};
+use crate::sys::{self, ATOMIC_PIPE_WRITE, BlockingWrites};
 use crate::writer::{Inbox, Out, Outbox, SendFailure};
 
 /// Bytes of queued frames gathered into one write.
 const BURST: usize = 64 * 1024;
-
-/// How long one wait for room in the pipe lasts before the write is tried again.
-const ROOM_LOOK: Duration = Duration::from_secs(60);
 
 /// The pipe as direct writers see it.
 struct Pipe {
@@ -285,22 +282,10 @@ impl Written<'_> {
     }
 }
 
-/// Writes all of `bytes`, waiting for room whenever the pipe is full. The wait has no bound:
-/// it is the backpressure, and it ends when the plugin reads, or with an error once it has
-/// exited.
-fn write_with_room(mut file: &File, mut bytes: &[u8]) -> io::Result<()> {
-    while !bytes.is_empty() {
-        match file.write(bytes) {
-            Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
-            Ok(n) => bytes = &bytes[n..],
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                sys::wait_writable(file.as_raw_fd(), ROOM_LOOK)?;
-            }
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(())
+/// Writes all of `bytes`, waiting for room whenever the pipe is full (see
+/// [`BlockingWrites`]: the wait has no bound, it is the backpressure).
+fn write_with_room(file: &File, bytes: &[u8]) -> io::Result<()> {
+    BlockingWrites(file).write_all(bytes)
 }
 
 #[cfg(test)]
