@@ -54,10 +54,16 @@ fn quickstart_plugin_full_lifecycle() {
     assert_eq!(health.status, "ready");
     assert!(host.stdout_noise().is_clean());
 
-    let tail = host.stderr_tail();
-    assert!(
-        tail.iter().any(|l| l.contains("quickstart: ready")),
-        "{tail:?}"
+    // The stderr drain reads on its own thread: the line may still be on its way after
+    // the calls above (they need no stderr), so wait for it.
+    host_common::wait_until(
+        "the plugin's ready line reaches the stderr tail",
+        host_common::EVENT_WAIT,
+        || {
+            host.stderr_tail()
+                .iter()
+                .any(|l| l.contains("quickstart: ready"))
+        },
     );
     let report = host.shutdown().expect("a process was running");
     assert_eq!(report.stage, ExitStage::StdinClosed, "{report}");
