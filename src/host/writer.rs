@@ -367,12 +367,22 @@ mod tests {
         let (mut child, out, end) = cat();
         child.kill().expect("kill cat");
         child.wait().expect("reap cat");
-        // The plugin is gone: a direct write fails, the frame is queued, the writer stops.
-        let _ = out.try_send(b"lost\n".to_vec());
-        run(end, "t", Duration::ZERO);
-        assert_eq!(
-            out.send_timeout(b"late\n".to_vec(), Duration::from_secs(5)),
-            Err(SendFailure::Closed)
-        );
+        let writer = std::thread::spawn(move || run(end, "t", Duration::ZERO));
+        // The plugin is gone: a direct write fails, the frame is queued, the writer's write
+        // fails and it stops, and sends fail from then on. A child another test is starting
+        // may still hold a copy of the pipe's read end until it execs (the copy is
+        // close-on-exec), and a write meanwhile succeeds: so send until one fails.
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        loop {
+            match out.send_timeout(b"late\n".to_vec(), Duration::from_secs(5)) {
+                Err(SendFailure::Closed) => break,
+                sent => assert!(
+                    std::time::Instant::now() < deadline,
+                    "sends still {sent:?} a minute after the plugin was gone"
+                ),
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        writer.join().expect("the writer stopped");
     }
 }
