@@ -115,14 +115,18 @@ impl ScriptedSampling {
     fn answer(&self, call: &ReverseCall) -> std::result::Result<Value, RpcError> {
         let p = &call.params;
         let last_user = validate(p)?;
-        let input_tokens = estimate_tokens(&all_text(p));
+        let input_tokens = input_tokens(p);
         let rule = self.rules.iter().find(|r| {
             r.method.as_deref().is_none_or(|m| m == call.method)
-                && matches(&r.matcher, p, &last_user)
+                && matches(&r.matcher, p, last_user)
         });
-        let mut result = match rule {
-            Some(r) => r.answer.clone()?,
-            None if self.echo_fallback => json!({ "text": echo_text(p, &last_user) }),
+        let result = match rule {
+            Some(r) => {
+                let mut result = r.answer.clone()?;
+                self.complete(&mut result, p, input_tokens);
+                result
+            }
+            None if self.echo_fallback => self.echo_answer(p, last_user, input_tokens),
             None => {
                 return Err(RpcError::with_code(
                     PROVIDER_ERROR,
@@ -131,7 +135,6 @@ impl ScriptedSampling {
                 ));
             }
         };
-        self.complete(&mut result, p, input_tokens);
         let used = result
             .get("usage")
             .and_then(|u| u.get("totalTokens"))
@@ -139,6 +142,21 @@ impl ScriptedSampling {
             .unwrap_or(0);
         self.charge(call.invoke_id.as_deref(), used)?;
         Ok(result)
+    }
+
+    /// The echo answer: what [`ScriptedSampling::complete`] makes of `{"text": ...}`,
+    /// built at once (this is the answer a host-driven bench measures).
+    fn echo_answer(&self, p: &Value, last_user: &str, input_tokens: u64) -> Value {
+        let text = echo_text(p, last_user);
+        let output_tokens = estimate_tokens(text.chars().count());
+        let mut m = Map::new();
+        m.insert("role".into(), Value::from("assistant"));
+        m.insert("model".into(), Value::from(self.model.as_str()));
+        m.insert("stopReason".into(), Value::from("endTurn"));
+        m.insert("usage".into(), usage(input_tokens, output_tokens));
+        m.insert("_meta".into(), meta(p));
+        m.insert("content".into(), json!({ "type": "text", "text": text }));
+        Value::Object(m)
     }
 
     /// Fills in the documented fields a fixture left out.
@@ -156,29 +174,12 @@ impl ScriptedSampling {
             .and_then(|c| c.get("text"))
             .and_then(Value::as_str)
             .unwrap_or_default();
-        let output_tokens = estimate_tokens(text);
-        defaults(m, "role", json!("assistant"));
-        defaults(m, "model", json!(self.model));
-        defaults(m, "stopReason", json!("endTurn"));
-        defaults(
-            m,
-            "usage",
-            json!({
-                "inputTokens": input_tokens,
-                "outputTokens": output_tokens,
-                "totalTokens": input_tokens + output_tokens,
-            }),
-        );
-        let mut meta = json!({ "provider": "executa-memory", "latencyMs": 0 });
-        if let Some(kind) = response_format(p).and_then(Value::as_str) {
-            meta["responseFormat"] = json!({
-                "requested": kind,
-                "applied": "json_object",
-                "structuredValid": kind == "json_object",
-                "downgraded": kind != "json_object",
-            });
-        }
-        defaults(m, "_meta", meta);
+        let output_tokens = estimate_tokens(text.chars().count());
+        defaults(m, "role", || json!("assistant"));
+        defaults(m, "model", || json!(self.model));
+        defaults(m, "stopReason", || json!("endTurn"));
+        defaults(m, "usage", || usage(input_tokens, output_tokens));
+        defaults(m, "_meta", || meta(p));
     }
 
     /// Counts one call against the invoke's budgets.
@@ -187,9 +188,14 @@ impl ScriptedSampling {
         if budgets.len() >= BUDGET_MEMORY {
             budgets.clear();
         }
-        let b = budgets
-            .entry(invoke_id.unwrap_or_default().to_owned())
-            .or_default();
+        let key = invoke_id.unwrap_or_default();
+        // Looked up before it is inserted: a known invoke costs no key allocation.
+        if !budgets.contains_key(key) {
+            budgets.insert(key.to_owned(), Budget::default());
+        }
+        let Some(b) = budgets.get_mut(key) else {
+            return Ok(());
+        };
         if b.calls >= MAX_CALLS_PER_INVOKE {
             return Err(RpcError::with_code(
                 codes::SAMPLING_MAX_CALLS_EXCEEDED,
@@ -253,8 +259,32 @@ fn parse_rule(line: &str) -> std::result::Result<Rule, String> {
     })
 }
 
-fn defaults(m: &mut Map<String, Value>, key: &str, value: Value) {
-    m.entry(key.to_owned()).or_insert(value);
+/// Inserts `key` unless the fixture gave it (the key and value are made only then).
+fn defaults(m: &mut Map<String, Value>, key: &str, value: impl FnOnce() -> Value) {
+    if !m.contains_key(key) {
+        m.insert(key.to_owned(), value());
+    }
+}
+
+fn usage(input_tokens: u64, output_tokens: u64) -> Value {
+    json!({
+        "inputTokens": input_tokens,
+        "outputTokens": output_tokens,
+        "totalTokens": input_tokens + output_tokens,
+    })
+}
+
+fn meta(p: &Value) -> Value {
+    let mut meta = json!({ "provider": "executa-memory", "latencyMs": 0 });
+    if let Some(kind) = response_format(p).and_then(Value::as_str) {
+        meta["responseFormat"] = json!({
+            "requested": kind,
+            "applied": "json_object",
+            "structuredValid": kind == "json_object",
+            "downgraded": kind != "json_object",
+        });
+    }
+    meta
 }
 
 fn bad(why: impl Into<String>) -> RpcError {
@@ -262,7 +292,7 @@ fn bad(why: impl Into<String>) -> RpcError {
 }
 
 /// Checks the documented request constraints; returns the last user message's text.
-fn validate(p: &Value) -> std::result::Result<String, RpcError> {
+fn validate(p: &Value) -> std::result::Result<&str, RpcError> {
     let messages = p
         .get("messages")
         .and_then(Value::as_array)
@@ -284,7 +314,7 @@ fn validate(p: &Value) -> std::result::Result<String, RpcError> {
         };
         let text = text.ok_or_else(|| bad("only {type:\"text\", text} content is supported"))?;
         if role == "user" {
-            last_user = Some(text.to_owned());
+            last_user = Some(text);
         }
     }
     match p.get("maxTokens").and_then(Value::as_u64) {
@@ -314,26 +344,23 @@ fn echo_text(p: &Value, last_user: &str) -> String {
     }
 }
 
-fn all_text(p: &Value) -> String {
-    let mut s = p
-        .get("systemPrompt")
-        .and_then(Value::as_str)
-        .unwrap_or_default()
-        .to_owned();
-    for m in p
-        .get("messages")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-    {
-        s.push_str(
-            m.get("content")
-                .and_then(|c| c.get("text"))
-                .and_then(Value::as_str)
-                .unwrap_or_default(),
-        );
-    }
-    s
+/// The estimated tokens of a request's text: its system prompt and every message, counted
+/// as one text (without joining them into one).
+fn input_tokens(p: &Value) -> u64 {
+    let text = |v: Option<&Value>| {
+        v.and_then(Value::as_str)
+            .unwrap_or_default()
+            .chars()
+            .count()
+    };
+    let messages = p.get("messages").and_then(Value::as_array);
+    let chars = text(p.get("systemPrompt"))
+        + messages
+            .into_iter()
+            .flatten()
+            .map(|m| text(m.get("content").and_then(|c| c.get("text"))))
+            .sum::<usize>();
+    estimate_tokens(chars)
 }
 
 /// `responseFormat.type` of a request. (Not `Value::pointer`, which allocates for every
@@ -343,8 +370,9 @@ fn response_format(p: &Value) -> Option<&Value> {
 }
 
 /// About four characters per token; at least one.
-fn estimate_tokens(text: &str) -> u64 {
-    (text.chars().count() as u64).div_ceil(4).max(1)
+/// About four characters a token, at least one.
+fn estimate_tokens(chars: usize) -> u64 {
+    (chars as u64).div_ceil(4).max(1)
 }
 
 /// Subset match of `pattern` against `value`, with the `contains` shorthand at the top.
