@@ -15,6 +15,7 @@ pub mod lint;
 mod lock;
 mod logger;
 pub mod manifest;
+mod oneshot;
 mod protocol;
 mod secret;
 mod spin;

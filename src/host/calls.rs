@@ -274,7 +274,8 @@ impl PluginProcess {
             self.shared.pending.cancel_null();
             return Err(e);
         }
-        let reply: Reply = match rx.recv_deadline(deadline) {
+        let reply: Reply = match rx.recv_timeout(deadline.saturating_duration_since(Instant::now()))
+        {
             Ok(r) => r,
             Err(RecvTimeoutError::Timeout) => {
                 self.shared.pending.cancel_null();

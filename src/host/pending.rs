@@ -1,16 +1,17 @@
-//! The table of requests waiting for an answer: one-shot `bounded(1)` channels keyed by id.
+//! The table of requests waiting for an answer: one-slot mailboxes (`crate::oneshot`)
+//! keyed by id.
 //!
-//! The reader settles a reply straight into the waiting caller's channel, never through a
+//! The reader settles a reply straight into the waiting caller's mailbox, never through a
 //! queue shared with requests, so a busy reverse-call pool can never hold a reply back.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
 
-use crossbeam_channel::{Receiver, Sender, bounded};
 use serde_json::value::RawValue;
 
 use crate::error::{Error, Result};
 use crate::lock::lock;
+use crate::oneshot::{Receiver, Sender, mailbox};
 
 /// What a waiting caller receives: the raw `result`, or the error that ended the call.
 pub(crate) type Reply = Result<Box<RawValue>>;
@@ -42,7 +43,7 @@ impl Pending {
     /// Registers `id` and returns the channel its reply will arrive on; fails with
     /// [`Error::Disconnected`] when the process is already gone.
     pub(crate) fn register(&self, id: u64) -> Result<Receiver<Reply>> {
-        let (tx, rx) = bounded(1);
+        let (tx, rx) = mailbox();
         let mut t = lock(&self.table);
         if let Some(why) = &t.closed {
             return Err(Error::Disconnected(why.clone()));
@@ -53,7 +54,7 @@ impl Pending {
 
     /// Registers the single waiter for an `id: null` reply.
     pub(crate) fn register_null(&self) -> Result<Receiver<Reply>> {
-        let (tx, rx) = bounded(1);
+        let (tx, rx) = mailbox();
         let mut t = lock(&self.table);
         if let Some(why) = &t.closed {
             return Err(Error::Disconnected(why.clone()));
@@ -65,14 +66,13 @@ impl Pending {
     /// Delivers a reply; `false` when nobody waits for `id` (timed out, or never ours).
     pub(crate) fn settle(&self, id: u64, reply: Reply) -> bool {
         let tx = lock(&self.table).calls.remove(&id);
-        // Capacity 1 and a single send per entry: `try_send` cannot find it full.
-        tx.is_some_and(|tx| tx.try_send(reply).is_ok())
+        tx.map(|tx| tx.send(reply)).is_some()
     }
 
     /// Delivers an `id: null` reply to its waiter, if any.
     pub(crate) fn settle_null(&self, reply: Reply) -> bool {
         let tx = lock(&self.table).null_waiter.take();
-        tx.is_some_and(|tx| tx.try_send(reply).is_ok())
+        tx.map(|tx| tx.send(reply)).is_some()
     }
 
     /// Whether a call with this id is waiting.
@@ -107,7 +107,7 @@ impl Pending {
         };
         let why = self.closed_reason().unwrap_or_else(|| reason.to_owned());
         for tx in calls.into_values().chain(null) {
-            let _ = tx.try_send(Err(Error::Disconnected(why.clone())));
+            tx.send(Err(Error::Disconnected(why.clone())));
         }
     }
 
@@ -126,7 +126,7 @@ mod tests {
         let p = Pending::new();
         let rx = p.register(1).unwrap();
         assert!(p.settle(1, Ok(RawValue::NULL.to_owned())));
-        assert_eq!(rx.recv().unwrap().unwrap().get(), "null");
+        assert_eq!(rx.try_recv().unwrap().unwrap().get(), "null");
         assert!(
             !p.settle(1, Ok(RawValue::NULL.to_owned())),
             "settled once only"
@@ -139,7 +139,7 @@ mod tests {
         let rx3 = p.register(3).unwrap();
         p.close("gone: exit status 3");
         assert!(
-            matches!(rx3.recv().unwrap(), Err(Error::Disconnected(w)) if w.contains("exit status 3"))
+            matches!(rx3.try_recv().unwrap(), Err(Error::Disconnected(w)) if w.contains("exit status 3"))
         );
         assert!(matches!(p.register(4), Err(Error::Disconnected(_))));
         p.close("second reason is ignored");

@@ -35,7 +35,6 @@ pub(crate) struct Intake {
     /// instead of one frame per job taken.
     jobs: AtomicUsize,
     slots: usize,
-    reader_waiting: AtomicBool,
     bell: Arc<Bell>,
     free: Mutex<Vec<Vec<u8>>>,
 }
@@ -47,13 +46,26 @@ pub(crate) struct Intake {
 pub(crate) struct Bell {
     rung: Mutex<bool>,
     heard: Condvar,
+    /// Whether the reader is in [`Intake::wait_unless`]. A ring is only needed then, and
+    /// costs a system call (a condition variable's notify always makes one).
+    waiting: AtomicBool,
 }
 
 impl Bell {
     /// Wakes the waiter, or makes its next wait return at once.
-    pub fn ring(&self) {
+    fn ring(&self) {
         *self.rung.lock().unwrap_or_else(PoisonError::into_inner) = true;
         self.heard.notify_one();
+    }
+
+    /// Wakes the reader if it waits in [`Intake::wait_unless`]; one atomic load when it
+    /// does not (for example when the reader itself is the caller, running an invoke).
+    /// The caller changes what the reader waits for first: the reader marks itself
+    /// waiting before it looks (both `SeqCst`), so one of the two always sees the other.
+    pub fn ring_if_waiting(&self) {
+        if self.waiting.load(Ordering::SeqCst) {
+            self.ring();
+        }
     }
 
     /// Waits for a ring, at most `bound`.
@@ -73,7 +85,6 @@ impl Intake {
             held: AtomicUsize::new(0),
             jobs: AtomicUsize::new(0),
             slots,
-            reader_waiting: AtomicBool::new(false),
             bell: Arc::default(),
             free: Mutex::new(Vec::new()),
         }
@@ -126,20 +137,18 @@ impl Intake {
 
     /// Wakes the reader if it waits. Cheap when it does not: one atomic load.
     pub fn wake(&self) {
-        if self.reader_waiting.load(Ordering::SeqCst) {
-            self.bell.ring();
-        }
+        self.bell.ring_if_waiting();
     }
 
     /// Blocks the reader until a wake-up (or [`WAIT_BOUND`]), unless `ready` says there is
     /// no need. `ready` is checked after the reader is marked waiting, so a change made
     /// between the caller's check and the sleep is never missed.
     pub fn wait_unless(&self, ready: impl Fn() -> bool) {
-        self.reader_waiting.store(true, Ordering::SeqCst);
+        self.bell.waiting.store(true, Ordering::SeqCst);
         if !ready() {
             self.bell.wait(WAIT_BOUND);
         }
-        self.reader_waiting.store(false, Ordering::SeqCst);
+        self.bell.waiting.store(false, Ordering::SeqCst);
     }
 
     /// A buffer for the next line, reused when one is free.
@@ -189,7 +198,7 @@ mod tests {
         assert!(intake.try_reserve(INTAKE_BYTES));
         let other = intake.clone();
         let t = std::thread::spawn(move || {
-            while !other.reader_waiting.load(Ordering::SeqCst) {
+            while !other.bell.waiting.load(Ordering::SeqCst) {
                 std::thread::yield_now();
             }
             other.release(INTAKE_BYTES);

@@ -7,19 +7,25 @@
 //! exactly once; an answer to an unknown or already-settled id is logged and dropped.
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Condvar, Mutex, PoisonError};
-use std::time::{Duration, Instant};
+use std::sync::{Arc, Mutex};
 
-use crossbeam_channel::RecvTimeoutError;
 use serde_json::value::RawValue;
 
 use crate::error::RpcError;
+use crate::oneshot::{self, mailbox};
 
 use super::super::intake::Bell;
 use super::super::relay::Relay;
 
 /// What a peer answered: the raw result, or its error object.
 pub(crate) type Answer = Result<Box<RawValue>, RpcError>;
+
+/// The table's end of a call's mailbox: dropped unanswered (the table closed, or the
+/// waiter gave up), it wakes the waiter with `Disconnected`.
+type AnswerSender = oneshot::Sender<Answer>;
+
+/// The waiting call's end of its mailbox.
+pub(crate) type AnswerReceiver = oneshot::Receiver<Answer>;
 
 /// Outstanding calls keyed by our numeric id, sent on the wire as a string with `prefix`
 /// so our ids can never be confused with the peer's numeric ones.
@@ -93,7 +99,7 @@ impl Pending {
         self.counted(&table);
         drop(table);
         if let Some(wake) = &self.wake {
-            wake.ring();
+            wake.ring_if_waiting();
         }
         // A call of the invoke the reader runs, on the reader itself, is read by that
         // thread (`Relay::pump`); any other call needs a reader that is not running one.
@@ -189,95 +195,11 @@ impl Pending {
     }
 }
 
-/// Where one call's answer is left for its waiter. Not a channel: a channel of its own
-/// type would compile kilobytes of queue code into every plugin for at most one message.
-struct Mailbox {
-    mail: Mutex<Mail>,
-    arrived: Condvar,
-}
-
-enum Mail {
-    Empty,
-    Answer(Answer),
-    /// The table let go of the call unanswered (closed, or the waiter gave up), or the
-    /// waiter took its one answer.
-    Dropped,
-}
-
-/// The table's end of a call's mailbox: delivers at most one answer; dropped unanswered,
-/// it wakes the waiter with `Disconnected`.
-pub(crate) struct AnswerSender(Arc<Mailbox>);
-
-/// The waiting call's end of its mailbox.
-pub(crate) struct AnswerReceiver(Arc<Mailbox>);
-
-fn mailbox() -> (AnswerSender, AnswerReceiver) {
-    let mailbox = Arc::new(Mailbox {
-        mail: Mutex::new(Mail::Empty),
-        arrived: Condvar::new(),
-    });
-    (AnswerSender(mailbox.clone()), AnswerReceiver(mailbox))
-}
-
-impl Mailbox {
-    /// Fills the box if it is empty (the first of an answer and a drop wins) and wakes the
-    /// waiter.
-    fn put(&self, mail: Mail) {
-        let mut slot = crate::lock::lock(&self.mail);
-        if matches!(*slot, Mail::Empty) {
-            *slot = mail;
-            self.arrived.notify_one();
-        }
-    }
-}
-
-impl AnswerSender {
-    fn send(self, answer: Answer) {
-        self.0.put(Mail::Answer(answer));
-    }
-}
-
-impl Drop for AnswerSender {
-    fn drop(&mut self) {
-        self.0.put(Mail::Dropped);
-    }
-}
-
-impl AnswerReceiver {
-    /// Whether the answer (or the news that none will come) is in.
-    pub fn is_ready(&self) -> bool {
-        !matches!(*crate::lock::lock(&self.0.mail), Mail::Empty)
-    }
-
-    /// Blocks until the answer arrives (even after the table let go of the call, an answer
-    /// left in the box comes first), the call is dropped unanswered (`Disconnected`), or
-    /// `timeout` passes (`Timeout`; a timeout too large for the clock waits without one).
-    pub fn recv_timeout(&self, timeout: Duration) -> Result<Answer, RecvTimeoutError> {
-        let deadline = Instant::now().checked_add(timeout);
-        let mut slot = crate::lock::lock(&self.0.mail);
-        loop {
-            // Its one answer taken, the box reports the call gone.
-            match std::mem::replace(&mut *slot, Mail::Dropped) {
-                Mail::Answer(answer) => return Ok(answer),
-                Mail::Dropped => return Err(RecvTimeoutError::Disconnected),
-                Mail::Empty => *slot = Mail::Empty,
-            }
-            let now = Instant::now();
-            slot = match deadline {
-                Some(deadline) if now >= deadline => return Err(RecvTimeoutError::Timeout),
-                Some(deadline) => {
-                    let waited = self.0.arrived.wait_timeout(slot, deadline - now);
-                    waited.unwrap_or_else(PoisonError::into_inner).0
-                }
-                None => (self.0.arrived.wait(slot)).unwrap_or_else(PoisonError::into_inner),
-            };
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crossbeam_channel::RecvTimeoutError;
+    use std::time::Duration;
 
     /// Far longer than any of these waits should take: only a failure waits this long.
     const WAIT: Duration = Duration::from_secs(10);
