@@ -409,3 +409,70 @@ fn an_oversized_failure_is_guarded_too() {
     assert_eq!(reply.result()["data"]["errorCode"], "RESULT_TOO_LARGE");
     p.finish();
 }
+
+/// An invoke in the compact layout (`{"jsonrpc":"2.0","id":..,"method":"invoke","params":`)
+/// is read by prefix, its params unchecked until the invoke parses them; one with anything
+/// unusual after that prefix must still be answered exactly as the full parse answers it.
+/// Each frame is compared with the same JSON laid out otherwise (a space after the opening
+/// brace), which only the full parse reads. Error texts are compared without their
+/// positions, which the space shifts.
+#[test]
+fn compact_invokes_are_answered_as_the_full_parse_answers_them() {
+    let head = r#"{"jsonrpc":"2.0","id":"#;
+    let frames = [
+        r#"7,"method":"invoke","params":{"tool":"echo","arguments":{"text":"a"}}}"#,
+        r#"0,"method":"invoke","params":{"tool":"echo","arguments":{"text":"b"}}}"#,
+        r#""s-1","method":"invoke","params":{"tool":"echo","arguments":{"text":"c"}}}"#,
+        // Members after the params: ignored, or duplicates.
+        r#"8,"method":"invoke","params":{"tool":"echo","arguments":{"text":"d"}},"extra":[1,{"a":"}"}]}"#,
+        r#"9,"method":"invoke","params":{"tool":"echo","arguments":{"text":"e"}},"result":1}"#,
+        r#"10,"method":"invoke","params":{"tool":"echo","arguments":{"text":"f"}},"id":11}"#,
+        r#"12,"method":"invoke","params":{"tool":"echo"},"params":{"tool":"echo"}}"#,
+        r#"13,"method":"invoke","params":{"tool":"echo"},"method":"health"}"#,
+        r#"14,"method":"invoke","params":{"tool":"echo"},"jsonrpc":"1.0"}"#,
+        // Not JSON after the prefix.
+        r#"15,"method":"invoke","params":{"tool":"echo","arguments":{"text":"g"}}}}"#,
+        r#"16,"method":"invoke","params":{"tool":"echo","arguments":{"text":"h"},}}"#,
+        r#"17,"method":"invoke","params":{"tool":"echo"} x}"#,
+        r#"18,"method":"invoke","params":{"tool":"echo","arguments":{"text":"\q"}}}"#,
+        // Wrong params, unknown tools, bad arguments.
+        r#"19,"method":"invoke","params":{"tool":5}}"#,
+        r#"20,"method":"invoke","params":{"tool":"no-such-tool"}}"#,
+        r#"21,"method":"invoke","params":{"tool":"echo","arguments":{"text":5}}}"#,
+        r#"22,"method":"invoke","params":{}}"#,
+    ];
+    let strip = |s: &str| match s.find(" at line ") {
+        Some(i) => s[..i].to_owned(),
+        None => s.to_owned(),
+    };
+    let mut p = Conn::spawn();
+    for rest in frames {
+        let compact = format!("{head}{rest}");
+        let spaced = format!("{{ {}", &compact[1..]);
+        let mut replies = Vec::new();
+        for line in [&compact, &spaced] {
+            p.send_line(line);
+            replies.push(p.recv());
+        }
+        let (a, b) = (&replies[0], &replies[1]);
+        assert_eq!(a.raw_id(), b.raw_id(), "{compact}\n{}\n{}", a.raw, b.raw);
+        match (a.v.get("error"), b.v.get("error")) {
+            (Some(ea), Some(eb)) => {
+                assert_eq!(ea["code"], eb["code"], "{compact}\n{}\n{}", a.raw, b.raw);
+                assert_eq!(
+                    strip(a.error_message()),
+                    strip(b.error_message()),
+                    "{compact}"
+                );
+            }
+            (None, None) => assert_eq!(a.result(), b.result(), "{compact}"),
+            _ => panic!("one answered, one failed:\n{compact}\n{}\n{}", a.raw, b.raw),
+        }
+    }
+    // The plain ones were served, and the rest failed as they should.
+    p.send_line(&format!("{head}{}", frames[0]));
+    assert_eq!(p.recv().data()["text"], "a");
+    p.send_line(&format!("{head}{}", frames[9]));
+    assert_eq!(p.recv().error_code(), -32700);
+    p.finish();
+}

@@ -10,6 +10,7 @@
 
 use std::any::Any;
 use std::io::Read;
+use std::ops::Range;
 use std::os::fd::{AsRawFd, RawFd};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -391,7 +392,43 @@ struct Reader {
 impl Reader {
     /// Handles one line. Returns an invoke the caller may run itself (see `quick.rs`).
     fn on_line(&mut self, line: &[u8], batch: &mut Batch) -> Option<InvokeJob> {
-        let mut job = match wire::parse(line) {
+        let mut job = match wire::compact_invoke(line) {
+            Some((id, params)) => self.request(line, id, Method::Invoke, Some(params)),
+            None => self.classify(line)?,
+        };
+        if self.svc.may_inline() {
+            match job.into_invoke() {
+                Ok(invoke) => return Some(invoke),
+                Err(other) => job = other,
+            }
+        }
+        self.queue(job, batch);
+        None
+    }
+
+    /// A request with an id, its line copied into a reused buffer (the job takes it to
+    /// whichever thread runs it).
+    fn request(
+        &self,
+        line: &[u8],
+        id: Range<usize>,
+        method: Method,
+        params: Option<Range<usize>>,
+    ) -> Job {
+        let mut buf = self.svc.intake.buffer(line.len());
+        buf.extend_from_slice(line);
+        Job::Request {
+            line: Line::new(buf),
+            id: Some(id),
+            method,
+            params,
+        }
+    }
+
+    /// Reads a frame with the full parse: the job for the dispatch side, or `Err` when
+    /// the frame needs none (a notification, an answer to one of our calls).
+    fn classify(&mut self, line: &[u8]) -> Option<Job> {
+        Some(match wire::parse(line) {
             Message::Request {
                 id: None, method, ..
             } => {
@@ -411,14 +448,7 @@ impl Reader {
                     log::error!("executa: internal error: a parsed id is not in its line");
                     return None;
                 };
-                let mut buf = self.svc.intake.buffer(line.len());
-                buf.extend_from_slice(line);
-                Job::Request {
-                    line: Line::new(buf),
-                    id: Some(id),
-                    method: Method::parse(&method),
-                    params: params.flatten(),
-                }
+                self.request(line, id, Method::parse(&method), params.flatten())
             }
             Message::Response { id, outcome } => {
                 let answer = outcome
@@ -449,15 +479,7 @@ impl Reader {
                 log::warn!("executa: dropped an invalid notification: {reason}");
                 return None;
             }
-        };
-        if self.svc.may_inline() {
-            match job.into_invoke() {
-                Ok(invoke) => return Some(invoke),
-                Err(other) => job = other,
-            }
-        }
-        self.queue(job, batch);
-        None
+        })
     }
 
     /// Queues a job for the dispatch side, or refuses it (see [`Reader::enqueue`]). The
