@@ -411,11 +411,11 @@ fn an_oversized_failure_is_guarded_too() {
 }
 
 /// An invoke in the compact layout (`{"jsonrpc":"2.0","id":..,"method":"invoke","params":`)
-/// is read by prefix, its params unchecked until the invoke parses them; one with anything
-/// unusual after that prefix must still be answered exactly as the full parse answers it.
-/// Each frame is compared with the same JSON laid out otherwise (a space after the opening
-/// brace), which only the full parse reads. Error texts are compared without their
-/// positions, which the space shifts.
+/// is read by prefix after a quick check of its params; one with anything unusual after
+/// that prefix must still be answered exactly as the full parse answers it. Each frame is
+/// compared with the same JSON laid out otherwise (a space after the opening brace), which
+/// only the full parse reads. Error texts are compared without their positions, which the
+/// space shifts.
 #[test]
 fn compact_invokes_are_answered_as_the_full_parse_answers_them() {
     let head = r#"{"jsonrpc":"2.0","id":"#;
@@ -474,5 +474,42 @@ fn compact_invokes_are_answered_as_the_full_parse_answers_them() {
     assert_eq!(p.recv().data()["text"], "a");
     p.send_line(&format!("{head}{}", frames[9]));
     assert_eq!(p.recv().error_code(), -32700);
+    p.finish();
+}
+
+/// A compact frame that is not a valid request is refused as one at once, also where an
+/// invoke would not run: after `shutdown` (an invoke is refused as shutting down), and
+/// while every invoke slot is taken (an invoke waits for one). (A first version of the
+/// prefix reader took such frames for invokes and answered them as invokes.)
+#[test]
+fn a_broken_compact_frame_is_refused_at_once_even_where_invokes_wait_or_are_refused() {
+    let broken = [
+        (
+            r#"{"jsonrpc":"2.0","id":2,"method":"invoke","params":{"tool":"echo"}}}"#,
+            -32700,
+        ),
+        (
+            r#"{"jsonrpc":"2.0","id":3,"method":"invoke","params":{"tool":"echo"},"id":4}"#,
+            -32600,
+        ),
+    ];
+    let mut p = Conn::spawn();
+    for n in 1..=4 {
+        p.invoke(100 + n, "sleep", json!({ "ms": 60_000 }));
+    }
+    for (line, code) in broken {
+        p.send_line(line);
+        let reply = p.recv();
+        assert_eq!(reply.error_code(), code, "{line}: {}", reply.raw);
+        assert_eq!(reply.raw_id().as_deref(), Some("null"), "{}", reply.raw);
+    }
+    let mut p = Conn::spawn();
+    p.request(1, "shutdown", None);
+    assert_eq!(p.recv_until_id("1").0.result(), &json!({}));
+    for (line, code) in broken {
+        p.send_line(line);
+        let reply = p.recv();
+        assert_eq!(reply.error_code(), code, "{line}: {}", reply.raw);
+    }
     p.finish();
 }

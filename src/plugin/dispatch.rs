@@ -13,9 +13,8 @@ use serde_json::Value;
 use serde_json::value::RawValue;
 
 use crate::error::{RpcError, codes};
-use crate::id::Id;
 use crate::spin::Poller;
-use crate::wire::{self, Message};
+use crate::wire;
 
 use super::context::{Invocation, LegacyFields};
 use super::events::Event;
@@ -24,47 +23,6 @@ use super::job::{InvokeJob, Job, Line, Method};
 use super::pool::{Admission, Admit};
 use super::reverse::InvokeLink;
 use super::service::Service;
-
-/// What [`wire::parse`] makes of an invoke frame whose params did not parse.
-enum Reread {
-    /// The params it finds are elsewhere: the reader found them by prefix
-    /// (`wire::compact_invoke`), and the frame has more after them.
-    Params(Option<Range<usize>>),
-    /// Not a valid request: answered as the reader answers one it reads that way.
-    Reject { id: Id, error: RpcError },
-    /// A request with these very params: they are what is wrong.
-    Same,
-}
-
-/// Reads an invoke frame again as the reader's full parse does, so a frame whose params
-/// were found by prefix is answered exactly as if it had been read that way. Runs only
-/// for params that fail to parse.
-fn reread(line: &str, params: Option<&Range<usize>>) -> Reread {
-    match wire::parse(line.as_bytes()) {
-        Message::Request {
-            id: Some(_),
-            params: found,
-            ..
-        } => {
-            let found = found.and_then(|p| super::job::span_of(line.as_bytes(), p.get()));
-            if found.as_ref() == params {
-                Reread::Same
-            } else {
-                Reread::Params(found)
-            }
-        }
-        Message::Invalid { id, reason } => Reread::Reject {
-            id: id.map_or_else(Id::null, Id::from_raw),
-            error: RpcError::new(codes::INVALID_REQUEST, reason),
-        },
-        Message::Unparsable(reason) => Reread::Reject {
-            id: Id::null(),
-            error: RpcError::new(codes::PARSE_ERROR, reason),
-        },
-        // Not possible for a frame with an id and `"method":"invoke"`.
-        _ => Reread::Same,
-    }
-}
 
 #[derive(Deserialize)]
 struct InvokeParams<'a> {
@@ -322,7 +280,6 @@ impl Service {
             .and_then(|p| text.get(p))
             .unwrap_or("null");
         let id = job.line.bytes(&job.id);
-        let mut retry = None;
         let ran = match serde_json::from_str::<InvokeParams<'_>>(params) {
             Ok(p) => match self.tool_index(&p.tool) {
                 Some(index) if !go(index) => {
@@ -341,26 +298,12 @@ impl Service {
                 }
             },
             Err(e) => {
-                match reread(text, job.params.as_ref()) {
-                    Reread::Params(span) => retry = Some(span),
-                    Reread::Reject { id, error } => wire::write_error(frame, id.as_raw(), &error),
-                    Reread::Same => {
-                        let msg = format!(
-                            "invalid invoke params (expected {{tool, arguments, context}}): {e}"
-                        );
-                        wire::write_error_to(frame, id, &RpcError::new(codes::INVALID_PARAMS, msg));
-                    }
-                }
+                let msg =
+                    format!("invalid invoke params (expected {{tool, arguments, context}}): {e}");
+                wire::write_error_to(frame, id, &RpcError::new(codes::INVALID_PARAMS, msg));
                 false
             }
         };
-        if let Some(span) = retry {
-            let job = InvokeJob {
-                params: span,
-                ..job
-            };
-            return self.execute_if(job, scratch, go);
-        }
         // Every reply counts against the platform's payload cap, failures included.
         if frame.len() > self.opts.max_result_bytes {
             let size = frame.len();

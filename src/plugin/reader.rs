@@ -381,6 +381,16 @@ impl Batch {
     }
 }
 
+/// What the reader made of a frame.
+enum Parsed {
+    /// A request with an id: its id and params spans in the line.
+    Request(Range<usize>, Method, Option<Range<usize>>),
+    /// Anything else the dispatch side answers (a bad frame).
+    Job(Job),
+    /// Nothing more to do (a notification, an answer to one of our calls).
+    Done,
+}
+
 struct Reader {
     svc: Arc<Service>,
     jobs: Sender<Job>,
@@ -392,9 +402,23 @@ struct Reader {
 impl Reader {
     /// Handles one line. Returns an invoke the caller may run itself (see `quick.rs`).
     fn on_line(&mut self, line: &[u8], batch: &mut Batch) -> Option<InvokeJob> {
-        let mut job = match wire::compact_invoke(line) {
-            Some((id, params)) => self.request(line, id, Method::Invoke, Some(params)),
-            None => self.classify(line)?,
+        let read = match wire::compact_invoke(line) {
+            Some((id, params)) => Parsed::Request(id, Method::Invoke, Some(params)),
+            None => self.classify(line),
+        };
+        let mut job = match read {
+            Parsed::Request(id, method, params) => {
+                let mut buf = self.svc.intake.buffer(line.len());
+                buf.extend_from_slice(line);
+                Job::Request {
+                    line: Line::new(buf),
+                    id: Some(id),
+                    method,
+                    params,
+                }
+            }
+            Parsed::Job(job) => job,
+            Parsed::Done => return None,
         };
         if self.svc.may_inline() {
             match job.into_invoke() {
@@ -406,35 +430,15 @@ impl Reader {
         None
     }
 
-    /// A request with an id, its line copied into a reused buffer (the job takes it to
-    /// whichever thread runs it).
-    fn request(
-        &self,
-        line: &[u8],
-        id: Range<usize>,
-        method: Method,
-        params: Option<Range<usize>>,
-    ) -> Job {
-        let mut buf = self.svc.intake.buffer(line.len());
-        buf.extend_from_slice(line);
-        Job::Request {
-            line: Line::new(buf),
-            id: Some(id),
-            method,
-            params,
-        }
-    }
-
-    /// Reads a frame with the full parse: the job for the dispatch side, or `Err` when
-    /// the frame needs none (a notification, an answer to one of our calls).
-    fn classify(&mut self, line: &[u8]) -> Option<Job> {
-        Some(match wire::parse(line) {
+    /// Reads a frame with the full parse.
+    fn classify(&mut self, line: &[u8]) -> Parsed {
+        Parsed::Job(match wire::parse(line) {
             Message::Request {
                 id: None, method, ..
             } => {
                 // A notification is never answered; none needs the dispatch side.
                 log::debug!("executa: ignoring notification {method}");
-                return None;
+                return Parsed::Done;
             }
             Message::Request {
                 id: Some(id),
@@ -446,16 +450,16 @@ impl Reader {
                     params.map(|p| span_of(line, p.get())),
                 ) else {
                     log::error!("executa: internal error: a parsed id is not in its line");
-                    return None;
+                    return Parsed::Done;
                 };
-                self.request(line, id, Method::parse(&method), params.flatten())
+                return Parsed::Request(id, Method::parse(&method), params.flatten());
             }
             Message::Response { id, outcome } => {
                 let answer = outcome
                     .map(ToOwned::to_owned)
                     .map_err(wire::parse_error_object);
                 self.svc.peer.pending.settle(id, answer);
-                return None;
+                return Parsed::Done;
             }
             Message::Invalid { id, reason } => Job::Reject {
                 id: id.map_or_else(Id::null, Id::from_raw),
@@ -469,7 +473,7 @@ impl Reader {
             // would only confuse the host). With any other id it is a broken request.
             Message::BadResponse { id, reason } if self.svc.peer.pending.is_ours(id) => {
                 self.on_bad_answer(id, &reason);
-                return None;
+                return Parsed::Done;
             }
             Message::BadResponse { id, reason } => Job::Reject {
                 id: Id::from_raw(id),
@@ -477,7 +481,7 @@ impl Reader {
             },
             Message::Ignored(reason) => {
                 log::warn!("executa: dropped an invalid notification: {reason}");
-                return None;
+                return Parsed::Done;
             }
         })
     }
