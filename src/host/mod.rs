@@ -23,7 +23,7 @@
 //!
 //! Host request ids are 0 for `initialize` (as the Agent sends it), then 1, 2, 3, ...;
 //! plugins use strings for their reverse
-//! calls, so the two never mix. Each call waits on its own one-shot channel, which the
+//! calls, so the two never mix. Each call waits on its own one-slot mailbox, which the
 //! reader fills directly: a slow reverse-call handler never holds back a reply.
 //!
 //! # Defaults (the Agent's)

@@ -84,7 +84,9 @@ pub struct HostOptions {
     /// time (a moving average), for at most twice that average, and one caller at a time;
     /// the writer only while frames have recently come this close together, within a
     /// quarter of the wall time. A host calling slow tools never polls. Ignored where only
-    /// one CPU is usable. Default 100 µs; `Duration::ZERO` never polls.
+    /// one CPU is usable. Default 100 µs; `Duration::ZERO` never polls. (Either way a
+    /// caller yields the CPU a few times before it sleeps: where the plugin shares its CPU,
+    /// that lets the reply in without a sleep and a wake-up.)
     pub spin: Duration,
 }
 
