@@ -1158,6 +1158,59 @@ mod robustness {
         }
     }
 
+    /// Wherever the prefix reader takes a frame, random or not, the full parse reads the
+    /// same request: the same id text, method `invoke` and params.
+    #[test]
+    fn random_compact_invokes_are_read_as_the_full_parse_reads_them() {
+        let mut rng = Rng(0x2545_F491_4F6C_DD1D);
+        let ids: &[&[u8]] = &[
+            b"7",
+            b"0",
+            b"-1",
+            b"1e999",
+            b"\"ex-1\"",
+            b"\"a\\\"b\"",
+            b"07",
+            b"",
+        ];
+        let (mut taken, mut runs) = (0, 0);
+        while runs < 40_000 {
+            runs += 1;
+            let mut line = INVOKE_HEAD.to_vec();
+            line.extend_from_slice(rng.pick(ids));
+            line.extend_from_slice(INVOKE_TAIL);
+            line.extend_from_slice(b"{");
+            for _ in 0..(rng.next() % 12) {
+                line.extend_from_slice(rng.pick(PIECES));
+            }
+            if !rng.next().is_multiple_of(3) {
+                line.extend_from_slice(b"}");
+            }
+            line.extend_from_slice(b"}");
+            let Some((id, params)) = compact_invoke(&line) else {
+                continue;
+            };
+            taken += 1;
+            let text = std::str::from_utf8(&line).expect("taken frames are UTF-8");
+            match parse(&line) {
+                Message::Request {
+                    id: Some(i),
+                    method,
+                    params: Some(p),
+                } => {
+                    assert_eq!(i.get(), &text[id], "{text}");
+                    assert_eq!(method, "invoke", "{text}");
+                    assert_eq!(p.get(), text[params].trim(), "{text}");
+                }
+                other => panic!("{text}: {other:?}"),
+            }
+        }
+        assert!(
+            taken > 1_000,
+            "the generator still makes valid frames ({taken})"
+        );
+    }
+
     #[test]
     fn random_streams_split_into_bounded_frames() {
         let mut rng = Rng(42);
