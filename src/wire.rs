@@ -377,15 +377,22 @@ pub(crate) fn compact_invoke(line: &[u8]) -> Option<(Range<usize>, Range<usize>)
         .windows(INVOKE_TAIL.len())
         .position(|w| w == INVOKE_TAIL)?;
     let id = INVOKE_HEAD.len()..INVOKE_HEAD.len() + id_len;
-    let params = id.end + INVOKE_TAIL.len()..line.len().checked_sub(1)?;
+    let start = id.end + INVOKE_TAIL.len();
+    // The spans `parse` reads exclude white space: the id's is echoed byte for byte, so an
+    // id followed by any is left to `parse`; the params' is trimmed.
+    let mut end = line.len().checked_sub(1)?;
+    while end > start && line[end - 1].is_ascii_whitespace() {
+        end -= 1;
+    }
     // A number or a string, as `parse` takes them (not `null`, which it reads apart), and
     // an object.
     let ok = matches!(rest.first(), Some(b'-' | b'0'..=b'9' | b'"'))
-        && line.get(params.start) == Some(&b'{')
+        && !rest[..id_len].last().is_some_and(u8::is_ascii_whitespace)
+        && line.get(start) == Some(&b'{')
         && line.last() == Some(&b'}')
         && one_value(text.get(id.clone())?)
-        && one_value(text.get(params.clone())?);
-    ok.then_some((id, params))
+        && one_value(text.get(start..end)?);
+    ok.then_some((id, start..end))
 }
 
 /// Whether `text` is one JSON value (serde's own skip, which plugins carry anyway).
@@ -768,12 +775,15 @@ mod tests {
                 } => {
                     assert_eq!(i.get(), &text[id], "{text}");
                     assert_eq!(method, "invoke");
-                    assert_eq!(p.get(), text[params].trim(), "{text}");
+                    assert_eq!(p.get(), &text[params], "{text}");
                 }
                 other => panic!("{text}: {other:?}"),
             }
         }
         let left: &[&[u8]] = &[
+            // White space after the id: `parse` drops it, and the id is echoed as read.
+            br#"{"jsonrpc":"2.0","id":7 ,"method":"invoke","params":{}}"#,
+            b"{\"jsonrpc\":\"2.0\",\"id\":\"x\"\t,\"method\":\"invoke\",\"params\":{}}",
             br#"{ "jsonrpc":"2.0","id":7,"method":"invoke","params":{}}"#,
             br#"{"jsonrpc": "2.0","id":7,"method":"invoke","params":{}}"#,
             br#"{"jsonrpc":"2.0","id":07,"method":"invoke","params":{}}"#,
@@ -1164,6 +1174,9 @@ mod robustness {
     fn random_compact_invokes_are_read_as_the_full_parse_reads_them() {
         let mut rng = Rng(0x2545_F491_4F6C_DD1D);
         let ids: &[&[u8]] = &[
+            b"7 ",
+            b"\"x\"\t",
+            b"7\r",
             b"7",
             b"0",
             b"-1",
@@ -1200,7 +1213,7 @@ mod robustness {
                 } => {
                     assert_eq!(i.get(), &text[id], "{text}");
                     assert_eq!(method, "invoke", "{text}");
-                    assert_eq!(p.get(), text[params].trim(), "{text}");
+                    assert_eq!(p.get(), &text[params], "{text}");
                 }
                 other => panic!("{text}: {other:?}"),
             }

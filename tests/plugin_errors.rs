@@ -469,6 +469,21 @@ fn compact_invokes_are_answered_as_the_full_parse_answers_them() {
             _ => panic!("one answered, one failed:\n{compact}\n{}\n{}", a.raw, b.raw),
         }
     }
+    // White space after an id is not echoed (the reply's id is the id as JSON reads it).
+    for (line, head) in [
+        (
+            "{\"jsonrpc\":\"2.0\",\"id\":7 ,\"method\":\"invoke\",\"params\":{\"tool\":\"echo\"}}",
+            "{\"jsonrpc\":\"2.0\",\"id\":7,",
+        ),
+        (
+            "{\"jsonrpc\":\"2.0\",\"id\":\"x\"\t,\"method\":\"invoke\",\"params\":{\"tool\":\"echo\"}}",
+            "{\"jsonrpc\":\"2.0\",\"id\":\"x\",",
+        ),
+    ] {
+        p.send_line(line);
+        let reply = p.recv();
+        assert!(reply.raw.starts_with(head), "{line:?}: {}", reply.raw);
+    }
     // The plain ones were served, and the rest failed as they should.
     p.send_line(&format!("{head}{}", frames[0]));
     assert_eq!(p.recv().data()["text"], "a");
