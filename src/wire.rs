@@ -746,6 +746,29 @@ pub(crate) fn push_one_line(out: &mut Vec<u8>, json: &[u8]) {
     }
 }
 
+/// Whether the prefix reader takes `line`; where it does, asserts that the full parse reads
+/// the same id, method and params.
+#[cfg(test)]
+fn read_alike(line: &[u8]) -> bool {
+    let Some((id, params)) = compact_invoke(line) else {
+        return false;
+    };
+    let text = std::str::from_utf8(line).expect("taken frames are UTF-8");
+    match parse(line) {
+        Message::Request {
+            id: Some(i),
+            method,
+            params: Some(p),
+        } => {
+            assert_eq!(i.get(), &text[id], "{text}");
+            assert_eq!(method, "invoke", "{text}");
+            assert_eq!(p.get(), &text[params], "{text}");
+        }
+        other => panic!("{text}: {other:?}"),
+    }
+    true
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -765,20 +788,7 @@ mod tests {
             br#"{"jsonrpc":"2.0","id":"a\u0041","method":"invoke","params":{"a":[{"b":[]}]}}"#,
         ];
         for line in taken {
-            let (id, params) = compact_invoke(line).expect("taken");
-            let text = std::str::from_utf8(line).unwrap();
-            match parse(line) {
-                Message::Request {
-                    id: Some(i),
-                    method,
-                    params: Some(p),
-                } => {
-                    assert_eq!(i.get(), &text[id], "{text}");
-                    assert_eq!(method, "invoke");
-                    assert_eq!(p.get(), &text[params], "{text}");
-                }
-                other => panic!("{text}: {other:?}"),
-            }
+            assert!(read_alike(line), "{}", String::from_utf8_lossy(line));
         }
         let left: &[&[u8]] = &[
             // White space after the id: `parse` drops it, and the id is echoed as read.
@@ -1200,23 +1210,7 @@ mod robustness {
                 line.extend_from_slice(b"}");
             }
             line.extend_from_slice(b"}");
-            let Some((id, params)) = compact_invoke(&line) else {
-                continue;
-            };
-            taken += 1;
-            let text = std::str::from_utf8(&line).expect("taken frames are UTF-8");
-            match parse(&line) {
-                Message::Request {
-                    id: Some(i),
-                    method,
-                    params: Some(p),
-                } => {
-                    assert_eq!(i.get(), &text[id], "{text}");
-                    assert_eq!(method, "invoke", "{text}");
-                    assert_eq!(p.get(), &text[params], "{text}");
-                }
-                other => panic!("{text}: {other:?}"),
-            }
+            taken += usize::from(read_alike(&line));
         }
         assert!(
             taken > 1_000,
