@@ -368,14 +368,16 @@ const INVOKE_TAIL: &[u8] = br#","method":"invoke","params":"#;
 /// four-member request [`parse`] would read, with the same id, method and params. `None`
 /// when the frame is laid out otherwise: [`parse`] reads it.
 pub(crate) fn compact_invoke(line: &[u8]) -> Option<(Range<usize>, Range<usize>)> {
-    // JSON text is UTF-8; a frame that is not goes to `parse`, which says so.
-    let text = std::str::from_utf8(line).ok()?;
     let rest = line.strip_prefix(INVOKE_HEAD)?;
     // The id runs to the first `,"method":"invoke","params":`: inside a string id that
     // text would need escaped quotes, so a string cut short there fails its check.
     let id_len = rest
         .windows(INVOKE_TAIL.len())
         .position(|w| w == INVOKE_TAIL)?;
+    // JSON text is UTF-8; a frame that is not goes to `parse`, which says so. Checked only
+    // once the frame looks like an invoke: any other frame (an answer from the host, which
+    // may be long) is checked once, by `parse`.
+    let text = std::str::from_utf8(line).ok()?;
     let id = INVOKE_HEAD.len()..INVOKE_HEAD.len() + id_len;
     let start = id.end + INVOKE_TAIL.len();
     // The spans `parse` reads exclude white space: the id's is echoed byte for byte, so an
