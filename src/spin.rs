@@ -47,17 +47,25 @@ impl<T> TryRecv<T> for crate::oneshot::Receiver<T> {
     }
 }
 
+/// One look at `rx`: the value, `Err` once it is closed, `None` while it is empty.
+fn look<T>(rx: &impl TryRecv<T>) -> Option<Result<T, ()>> {
+    match rx.try_recv() {
+        Ok(v) => Some(Ok(v)),
+        Err(TryRecvError::Disconnected) => Some(Err(())),
+        Err(TryRecvError::Empty) => None,
+    }
+}
+
 /// Polls `rx` for at most `window`, yielding the CPU on every turn; `None` when nothing
 /// came (and the queue is still open).
 fn poll_for<T>(rx: &impl TryRecv<T>, window: Duration) -> Option<Result<T, ()>> {
     let start = Instant::now();
     loop {
-        match rx.try_recv() {
-            Ok(v) => return Some(Ok(v)),
-            Err(TryRecvError::Disconnected) => return Some(Err(())),
-            Err(TryRecvError::Empty) if start.elapsed() >= window => return None,
-            Err(TryRecvError::Empty) => std::thread::yield_now(),
+        let got = look(rx);
+        if got.is_some() || start.elapsed() >= window {
+            return got;
         }
+        std::thread::yield_now();
     }
 }
 
@@ -67,11 +75,7 @@ fn poll_for<T>(rx: &impl TryRecv<T>, window: Duration) -> Option<Result<T, ()>> 
 fn yield_for<T>(rx: &impl TryRecv<T>) -> Option<Result<T, ()>> {
     (0..YIELDS).find_map(|_| {
         std::thread::yield_now();
-        match rx.try_recv() {
-            Ok(v) => Some(Ok(v)),
-            Err(TryRecvError::Disconnected) => Some(Err(())),
-            Err(TryRecvError::Empty) => None,
-        }
+        look(rx)
     })
 }
 
