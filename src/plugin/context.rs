@@ -9,7 +9,6 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde::de::{Deserialize, Deserializer, IgnoredAny, MapAccess, Visitor};
 use serde_json::Value;
-use serde_json::value::RawValue;
 
 use super::reverse::files::Files;
 use super::reverse::sampling::Sampling;
@@ -38,19 +37,23 @@ pub struct Invocation {
 impl Invocation {
     pub(crate) fn new(
         tool: Arc<str>,
-        context: Option<&RawValue>,
-        legacy: LegacyFields,
+        context: Option<&str>,
+        legacy: Option<Box<LegacyFields>>,
         link: impl FnOnce(Option<&str>, Option<SystemTime>) -> Arc<InvokeLink>,
     ) -> Invocation {
         let ctx: WireContext<'_> = context
-            .and_then(|raw| serde_json::from_str(raw.get()).ok())
+            .and_then(|raw| serde_json::from_str(raw).ok())
             .unwrap_or_default();
-        let legacy_id = legacy.invoke_id.and_then(text);
+        let LegacyFields {
+            invoke_id: legacy_id,
+            tokens: legacy_tokens,
+        } = legacy.map(|b| *b).unwrap_or_default();
+        let legacy_id = legacy_id.and_then(text);
         let invoke_id = ctx.invoke_id.as_deref().or(legacy_id.as_deref());
         let mut tokens = ctx.tokens;
-        for (name, value) in legacy.tokens {
+        for (name, value) in legacy_tokens {
             if !tokens.iter().any(|(n, _)| n == name) {
-                tokens.push((name.to_owned(), Secret::new(value)));
+                tokens.push((name.to_owned(), value));
             }
         }
         let handle = InvokeHandle::from_link(link(invoke_id, ctx.deadline_ms.and_then(epoch_ms)));
@@ -199,11 +202,12 @@ impl fmt::Debug for Invocation {
     }
 }
 
-/// Fields older hosts put at the top level of `invoke` params.
+/// Fields older hosts put at the top level of `invoke` params (tokens wrapped as secrets
+/// as soon as they are read).
 #[derive(Default)]
 pub(crate) struct LegacyFields {
     pub invoke_id: Option<Value>,
-    pub tokens: Vec<(&'static str, String)>,
+    pub tokens: Vec<(&'static str, Secret)>,
 }
 
 fn find<'a>(list: &'a [(String, Secret)], name: &str) -> Option<&'a str> {

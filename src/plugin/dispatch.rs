@@ -1,44 +1,26 @@
 //! What the dispatch and worker threads do with each job: the lifecycle methods and the
 //! invoke path.
 
-use std::borrow::Cow;
 use std::ops::Range;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 use std::time::Instant;
 
 use crossbeam_channel::RecvTimeoutError;
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use serde_json::Value;
-use serde_json::value::RawValue;
 
 use crate::error::{RpcError, codes};
 use crate::spin::Poller;
 use crate::wire;
 
-use super::context::{Invocation, LegacyFields};
+use super::context::Invocation;
 use super::events::Event;
 use super::health::Health;
-use super::job::{InvokeJob, Job, Line, Method};
+use super::job::{InvokeJob, InvokeParts, Job, Line, Method};
 use super::pool::{Admission, Admit};
 use super::reverse::InvokeLink;
 use super::service::Service;
-
-#[derive(Deserialize)]
-struct InvokeParams<'a> {
-    #[serde(borrow, alias = "name")]
-    tool: Cow<'a, str>,
-    #[serde(default, borrow)]
-    arguments: Option<&'a RawValue>,
-    #[serde(default, borrow)]
-    context: Option<&'a RawValue>,
-    #[serde(default)]
-    invoke_id: Option<Value>,
-    #[serde(default)]
-    sampling_token: Option<String>,
-    #[serde(default)]
-    storage_token: Option<String>,
-}
 
 /// What a dispatch thread keeps between jobs, so the hot path reuses its buffers.
 #[derive(Default)]
@@ -139,12 +121,7 @@ impl Service {
     fn handle(&self, job: Job, scratch: &mut Scratch) {
         match job {
             Job::Reject { id, error } => self.reply_error(id.as_raw().get().as_bytes(), &error),
-            Job::Request {
-                line,
-                id: Some(id),
-                method: Method::Invoke,
-                params,
-            } => self.invoke(InvokeJob { line, id, params }, scratch),
+            Job::Invoke(job) => self.invoke(job, scratch),
             Job::Request {
                 line,
                 id: Some(id),
@@ -269,38 +246,29 @@ impl Service {
         scratch: &mut Scratch,
         go: &mut dyn FnMut(usize) -> bool,
     ) -> Result<bool, InvokeJob> {
+        if let Ok(parts) = &job.parts
+            && !go(parts.tool)
+        {
+            return Err(job);
+        }
         let frame = &mut scratch.frame;
         frame.clear();
-        // The reader parsed this line, so it is UTF-8; parsing from `str` then borrows
-        // every string without checking it again.
-        let text = std::str::from_utf8(job.line.all()).unwrap_or("");
-        let params = job
-            .params
-            .clone()
-            .and_then(|p| text.get(p))
-            .unwrap_or("null");
-        let id = job.line.bytes(&job.id);
-        let ran = match serde_json::from_str::<InvokeParams<'_>>(params) {
-            Ok(p) => match self.tool_index(&p.tool) {
-                Some(index) if !go(index) => {
-                    drop(p);
-                    return Err(job);
-                }
-                Some(index) => {
-                    self.run_tool(id, index, p, frame, &mut scratch.link, scratch.on_reader);
-                    true
-                }
-                None => {
-                    let msg = format!("unknown tool: {}", p.tool);
-                    let error = RpcError::with_code(codes::METHOD_NOT_FOUND, "TOOL_NOT_FOUND", msg);
-                    wire::write_error_to(frame, id, &error);
-                    false
-                }
-            },
-            Err(e) => {
-                let msg =
-                    format!("invalid invoke params (expected {{tool, arguments, context}}): {e}");
-                wire::write_error_to(frame, id, &RpcError::new(codes::INVALID_PARAMS, msg));
+        let InvokeJob { line, id, parts } = job;
+        let id = line.bytes(&id);
+        let ran = match parts {
+            Ok(parts) => {
+                self.run_tool(
+                    id,
+                    &line,
+                    parts,
+                    frame,
+                    &mut scratch.link,
+                    scratch.on_reader,
+                );
+                true
+            }
+            Err(error) => {
+                wire::write_error_to(frame, id, &error);
                 false
             }
         };
@@ -310,38 +278,31 @@ impl Service {
             frame.clear();
             self.too_large(frame, id, size);
         }
-        self.intake.recycle(job.line.into_buffer());
+        self.intake.recycle(line.into_buffer());
         Ok(ran)
     }
 
     fn run_tool(
         &self,
         id: &[u8],
-        index: usize,
-        p: InvokeParams<'_>,
+        line: &Line,
+        parts: InvokeParts,
         frame: &mut Vec<u8>,
         link: &mut Option<Arc<InvokeLink>>,
         on_reader: bool,
     ) {
-        let tool = &self.tools[index];
-        let arguments = p
-            .arguments
-            .filter(|a| a.get() != "null")
-            .unwrap_or_else(|| empty_object());
-        let mut legacy = LegacyFields {
-            invoke_id: p.invoke_id,
-            tokens: Vec::new(),
-        };
-        if let Some(t) = p.sampling_token {
-            legacy.tokens.push(("sampling_token", t));
-        }
-        if let Some(t) = p.storage_token {
-            legacy.tokens.push(("storage_token", t));
-        }
+        let tool = &self.tools[parts.tool];
+        // The reader parsed this line, so it is UTF-8 and the spans are JSON values.
+        let all = std::str::from_utf8(line.all()).unwrap_or("");
+        let text = |span: Option<Range<usize>>| span.and_then(|s| all.get(s));
+        let arguments = text(parts.arguments).unwrap_or("{}");
         let cached = link.take();
-        let invocation = Invocation::new(tool.name.clone(), p.context, legacy, |id, deadline| {
-            InvokeLink::renew(cached, id, deadline, &self.peer)
-        });
+        let invocation = Invocation::new(
+            tool.name.clone(),
+            text(parts.context),
+            parts.legacy,
+            |id, deadline| InvokeLink::renew(cached, id, deadline, &self.peer),
+        );
         frame.extend_from_slice(b"{\"jsonrpc\":\"2.0\",\"id\":");
         frame.extend_from_slice(id);
         frame.extend_from_slice(b",\"result\":{\"success\":true,\"data\":");
@@ -459,12 +420,6 @@ struct TooLarge {
     error_code: &'static str,
     result_size_bytes: usize,
     max_payload_bytes: usize,
-}
-
-/// `{}` as arguments, for an invoke that sent none.
-fn empty_object() -> &'static RawValue {
-    static EMPTY: std::sync::OnceLock<Box<RawValue>> = std::sync::OnceLock::new();
-    EMPTY.get_or_init(|| serde_json::from_str("{}").unwrap_or_else(|_| unreachable!()))
 }
 
 fn shutting_down() -> RpcError {

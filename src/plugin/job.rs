@@ -1,12 +1,21 @@
 //! What the reader hands to the dispatch side: a request whose line travels with it (in a
-//! recycled buffer, with the spans of its id and params), or a frame already judged invalid.
+//! recycled buffer, with the spans of its id and params), an invoke with its params already
+//! read, or a frame already judged invalid.
 
+use std::borrow::Cow;
 use std::ops::Range;
 
-use crate::error::RpcError;
-use crate::id::Id;
+use serde::Deserialize;
+use serde_json::Value;
+use serde_json::value::RawValue;
 
+use crate::error::{RpcError, codes};
+use crate::id::Id;
+use crate::secret::Secret;
+
+use super::context::LegacyFields;
 use super::pool::Waiting;
+use super::tool::Tool;
 
 /// Bytes a queued job costs beyond its line: the job itself, its queue slot, bookkeeping.
 /// Counted so that a flood of tiny frames is bounded in memory too.
@@ -70,6 +79,8 @@ pub(crate) enum Job {
         method: Method,
         params: Option<Range<usize>>,
     },
+    /// An invoke, its params read by the reader.
+    Invoke(InvokeJob),
     /// A frame the reader already judged invalid: answer with this error.
     Reject { id: Id, error: RpcError },
 }
@@ -78,12 +89,7 @@ impl Job {
     /// The invoke in this job, or the job back when it is something else.
     pub fn into_invoke(self) -> Result<InvokeJob, Job> {
         match self {
-            Job::Request {
-                line,
-                id: Some(id),
-                method: Method::Invoke,
-                params,
-            } => Ok(InvokeJob { line, id, params }),
+            Job::Invoke(invoke) => Ok(invoke),
             other => Err(other),
         }
     }
@@ -91,7 +97,7 @@ impl Job {
     /// Bytes this job holds while it waits.
     pub fn weight(&self) -> usize {
         match self {
-            Job::Request { line, .. } => line.weight(),
+            Job::Request { line, .. } | Job::Invoke(InvokeJob { line, .. }) => line.weight(),
             Job::Reject { error, .. } => error.message.len() + JOB_OVERHEAD,
         }
     }
@@ -121,23 +127,19 @@ impl Method {
     }
 }
 
-/// An invoke admitted to run or to wait for a slot. Its params are parsed when it runs,
-/// once, borrowed from its line.
+/// An invoke admitted to run or to wait for a slot. Its params were read by the reader,
+/// once, borrowed from its line: what runs it finds the tool, the spans of the arguments and
+/// the context, or the error to answer.
 pub(crate) struct InvokeJob {
     pub line: Line,
     pub id: Range<usize>,
-    pub params: Option<Range<usize>>,
+    pub parts: Result<InvokeParts, Box<RpcError>>,
 }
 
 impl InvokeJob {
     /// The queued form of this invoke.
     pub fn into_job(self) -> Job {
-        Job::Request {
-            line: self.line,
-            id: Some(self.id),
-            method: Method::Invoke,
-            params: self.params,
-        }
+        Job::Invoke(self)
     }
 
     /// The request id, as the host sent it.
@@ -149,5 +151,91 @@ impl InvokeJob {
 impl Waiting for InvokeJob {
     fn weight(&self) -> usize {
         self.line.weight()
+    }
+}
+
+/// What an invoke's params say, as spans of its line (so they travel with it, and the text
+/// is read once, by the reader).
+pub(crate) struct InvokeParts {
+    /// The tool's index in the service.
+    pub tool: usize,
+    /// `arguments`, absent when missing or `null`.
+    pub arguments: Option<Range<usize>>,
+    pub context: Option<Range<usize>>,
+    /// Fields older hosts put beside `context` (rare, so boxed: a queued job stays small).
+    pub legacy: Option<Box<LegacyFields>>,
+}
+
+/// `invoke` params as the host sends them.
+#[derive(Deserialize)]
+struct InvokeParams<'a> {
+    #[serde(borrow, alias = "name")]
+    tool: Cow<'a, str>,
+    #[serde(default, borrow)]
+    arguments: Option<&'a RawValue>,
+    #[serde(default, borrow)]
+    context: Option<&'a RawValue>,
+    #[serde(default)]
+    invoke_id: Option<Value>,
+    #[serde(default)]
+    sampling_token: Option<String>,
+    #[serde(default)]
+    storage_token: Option<String>,
+}
+
+impl InvokeParts {
+    /// Reads `params`, a part of `line`, for one of `tools`: its parts, or the error to
+    /// answer (an unknown tool); `Err` when the text is not invoke params (then the caller decides: the
+    /// prefix reader leaves the frame to the full parse, which answers -32602 or says why
+    /// it is not JSON).
+    pub fn read(
+        tools: &[Tool],
+        line: &[u8],
+        params: &str,
+    ) -> Result<Result<InvokeParts, Box<RpcError>>, serde_json::Error> {
+        let p = serde_json::from_str::<InvokeParams<'_>>(params)?;
+        // Plugins have a handful of tools, so a linear scan of short strings is as fast as
+        // hashing and keeps the binary small.
+        let Some(tool) = tools.iter().position(|t| t.spec.name == p.tool) else {
+            let msg = format!("unknown tool: {}", p.tool);
+            let error = RpcError::with_code(codes::METHOD_NOT_FOUND, "TOOL_NOT_FOUND", msg);
+            return Ok(Err(Box::new(error)));
+        };
+        let span = |raw: Option<&RawValue>| raw.and_then(|r| span_of(line, r.get()));
+        let mut legacy = None;
+        if p.invoke_id.is_some() || p.sampling_token.is_some() || p.storage_token.is_some() {
+            let mut fields = LegacyFields {
+                invoke_id: p.invoke_id,
+                tokens: Vec::new(),
+            };
+            for (name, token) in [
+                ("sampling_token", p.sampling_token),
+                ("storage_token", p.storage_token),
+            ] {
+                if let Some(t) = token {
+                    fields.tokens.push((name, Secret::new(t)));
+                }
+            }
+            legacy = Some(Box::new(fields));
+        }
+        Ok(Ok(InvokeParts {
+            tool,
+            arguments: span(p.arguments.filter(|a| a.get() != "null")),
+            context: span(p.context),
+            legacy,
+        }))
+    }
+
+    /// Reads `params` (`None`: absent) as the full parse found them: its parts, or the
+    /// error to answer.
+    pub fn read_or_refuse(
+        tools: &[Tool],
+        line: &[u8],
+        params: Option<&str>,
+    ) -> Result<InvokeParts, Box<RpcError>> {
+        InvokeParts::read(tools, line, params.unwrap_or("null")).unwrap_or_else(|e| {
+            let msg = format!("invalid invoke params (expected {{tool, arguments, context}}): {e}");
+            Err(Box::new(RpcError::new(codes::INVALID_PARAMS, msg)))
+        })
     }
 }

@@ -24,7 +24,7 @@ use crate::wire::{self, Frame, FrameReader, Message};
 
 use super::dispatch::Scratch;
 use super::events::Event;
-use super::job::{InvokeJob, Job, Line, Method, span_of};
+use super::job::{InvokeJob, InvokeParts, Job, Line, Method, span_of};
 use super::relay::{self, ReadRole};
 use super::service::Service;
 
@@ -383,7 +383,9 @@ impl Batch {
 
 /// What the reader made of a frame.
 enum Parsed {
-    /// A request with an id: its id and params spans in the line.
+    /// An invoke: its id span in the line, and its params as read (or the error to answer).
+    Invoke(Range<usize>, Result<InvokeParts, Box<RpcError>>),
+    /// Any other request with an id: its id and params spans in the line.
     Request(Range<usize>, Method, Option<Range<usize>>),
     /// Anything else the dispatch side answers (a bad frame).
     Job(Job),
@@ -402,21 +404,27 @@ struct Reader {
 impl Reader {
     /// Handles one line. Returns an invoke the caller may run itself (see `quick.rs`).
     fn on_line(&mut self, line: &[u8], batch: &mut Batch) -> Option<InvokeJob> {
-        let read = match wire::compact_invoke(line) {
-            Some((id, params)) => Parsed::Request(id, Method::Invoke, Some(params)),
+        // The params are read here, once: where they are not invoke params, the full parse
+        // says what the frame is.
+        let compact = wire::compact_invoke(line, |params| {
+            InvokeParts::read(&self.svc.tools, line, params).ok()
+        });
+        let read = match compact {
+            Some((id, _, parts)) => Parsed::Invoke(id, parts),
             None => self.classify(line),
         };
         let mut job = match read {
-            Parsed::Request(id, method, params) => {
-                let mut buf = self.svc.intake.buffer(line.len());
-                buf.extend_from_slice(line);
-                Job::Request {
-                    line: Line::new(buf),
-                    id: Some(id),
-                    method,
-                    params,
-                }
-            }
+            Parsed::Invoke(id, parts) => Job::Invoke(InvokeJob {
+                line: self.copy(line),
+                id,
+                parts,
+            }),
+            Parsed::Request(id, method, params) => Job::Request {
+                line: self.copy(line),
+                id: Some(id),
+                method,
+                params,
+            },
             Parsed::Job(job) => job,
             Parsed::Done => return None,
         };
@@ -428,6 +436,13 @@ impl Reader {
         }
         self.queue(job, batch);
         None
+    }
+
+    /// The line, copied into a buffer that travels with its job.
+    fn copy(&self, line: &[u8]) -> Line {
+        let mut buf = self.svc.intake.buffer(line.len());
+        buf.extend_from_slice(line);
+        Line::new(buf)
     }
 
     /// Reads a frame with the full parse.
@@ -445,14 +460,18 @@ impl Reader {
                 method,
                 params,
             } => {
-                let (Some(id), params) = (
-                    span_of(line, id.get()),
-                    params.map(|p| span_of(line, p.get())),
-                ) else {
+                let Some(id) = span_of(line, id.get()) else {
                     log::error!("executa: internal error: a parsed id is not in its line");
                     return Parsed::Done;
                 };
-                return Parsed::Request(id, Method::parse(&method), params.flatten());
+                let params = params.map(|p| p.get());
+                return match Method::parse(&method) {
+                    Method::Invoke => Parsed::Invoke(
+                        id,
+                        InvokeParts::read_or_refuse(&self.svc.tools, line, params),
+                    ),
+                    method => Parsed::Request(id, method, params.and_then(|p| span_of(line, p))),
+                };
             }
             Message::Response { id, outcome } => {
                 let answer = outcome
@@ -583,7 +602,8 @@ impl Reader {
         match &job {
             Job::Request {
                 line, id: Some(id), ..
-            } => {
+            }
+            | Job::Invoke(InvokeJob { line, id, .. }) => {
                 let busy = RpcError::with_code(
                     codes::SERVER_BUSY,
                     "BUSY",

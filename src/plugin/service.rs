@@ -92,12 +92,6 @@ impl Service {
         }
     }
 
-    /// The index of a tool by name. Plugins have a handful of tools, so a linear scan of
-    /// short strings is as fast as hashing and keeps the binary small.
-    pub(crate) fn tool_index(&self, name: &str) -> Option<usize> {
-        self.tools.iter().position(|t| t.spec.name == name)
-    }
-
     /// Whether the reader may try to run an invoke itself: some tool is quick, and no
     /// handler waits on the host (the reader must keep reading for its answer).
     pub(crate) fn may_inline(&self) -> bool {

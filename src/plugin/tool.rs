@@ -106,10 +106,10 @@ impl From<&str> for ToolError {
     }
 }
 
-/// Serializes the handler's data into the frame buffer, or says why not.
-pub(crate) type Handler = Box<
-    dyn Fn(&RawValue, &[Param], &Invocation, &mut Vec<u8>) -> Result<(), ToolError> + Send + Sync,
->;
+/// Serializes the handler's data into the frame buffer, or says why not. Takes the
+/// arguments as JSON text already checked by the reader's parse.
+pub(crate) type Handler =
+    Box<dyn Fn(&str, &[Param], &Invocation, &mut Vec<u8>) -> Result<(), ToolError> + Send + Sync>;
 
 /// A tool: name, description, parameter list and handler.
 ///
@@ -267,11 +267,8 @@ impl Tool {
 
 /// Deserializes the arguments, with declared defaults filled in first. A rejection is a
 /// -32602 naming the path of the offending value, also given as `data.path`.
-fn parse_args<A: DeserializeOwned>(
-    raw: &RawValue,
-    defaults: Option<&Value>,
-) -> Result<A, ToolError> {
-    let text = with_defaults(raw.get(), defaults)?;
+fn parse_args<A: DeserializeOwned>(raw: &str, defaults: Option<&Value>) -> Result<A, ToolError> {
+    let text = with_defaults(raw, defaults)?;
     serde_json::from_str(&text).map_err(|e| invalid(&text, &e))
 }
 
