@@ -375,11 +375,22 @@ pub(crate) fn compact_invoke<T>(
     read_params: impl FnOnce(&str) -> Option<T>,
 ) -> Option<(Range<usize>, Range<usize>, T)> {
     let rest = line.strip_prefix(INVOKE_HEAD)?;
-    // The id runs to the first `,"method":"invoke","params":`: inside a string id that
-    // text would need escaped quotes, so a string cut short there fails its check.
-    let id_len = rest
-        .windows(INVOKE_TAIL.len())
-        .position(|w| w == INVOKE_TAIL)?;
+    // The id runs to the first `,"`, where `,"method":"invoke","params":` must follow. A
+    // number holds neither byte, and a string holds `"` only escaped, so a valid id ends
+    // there or holds that pair at its very end (a string ending in a comma, left to
+    // `parse`; any id cut short fails its check). A response, which starts the same way,
+    // is given up at its second member instead of searched to its end.
+    let mut from = 0;
+    let id_len = loop {
+        let comma = from + rest.get(from..)?.iter().position(|&b| b == b',')?;
+        if rest.get(comma + 1) == Some(&b'"') {
+            break comma;
+        }
+        from = comma + 1;
+    };
+    if !rest[id_len..].starts_with(INVOKE_TAIL) {
+        return None;
+    }
     // JSON text is UTF-8; a frame that is not goes to `parse`, which says so. Checked only
     // once the frame looks like an invoke: any other frame (an answer from the host, which
     // may be long) is checked once, by `parse`.
@@ -804,6 +815,7 @@ mod tests {
             br#"{"jsonrpc":"2.0","id":"a\"b,\"method\":","method":"invoke","params":{}}"#,
             br#"{"jsonrpc":"2.0","id":1e3,"method":"invoke","params":{"t":"\u0078","n":-1.5E-3}}"#,
             br#"{"jsonrpc":"2.0","id":"a\u0041","method":"invoke","params":{"a":[{"b":[]}]}}"#,
+            br#"{"jsonrpc":"2.0","id":"a,b,\"c","method":"invoke","params":{}}"#,
         ];
         for line in taken {
             assert!(read_alike(line), "{}", String::from_utf8_lossy(line));
@@ -818,6 +830,10 @@ mod tests {
             br#"{"jsonrpc":"2.0","id":null,"method":"invoke","params":{}}"#,
             b"{\"jsonrpc\":\"2.0\",\"id\":\"a\tb\",\"method\":\"invoke\",\"params\":{}}",
             br#"{"jsonrpc":"2.0","id":"a,"method":"invoke","params":{}}"#,
+            // A string id ending in a comma holds `,"`: `parse` reads it.
+            br#"{"jsonrpc":"2.0","id":"a,","method":"invoke","params":{}}"#,
+            // A response starts like an invoke.
+            br#"{"jsonrpc":"2.0","id":5,"result":{"method":"invoke","params":{}}}"#,
             br#"{"jsonrpc":"2.0","id":7,"method":"invoke","params":[]}"#,
             br#"{"jsonrpc":"2.0","id":7,"method":"invoke","params":null}"#,
             br#"{"jsonrpc":"2.0","id":7,"method":"invoke","params":}"#,
