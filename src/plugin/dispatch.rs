@@ -178,7 +178,6 @@ impl Service {
                     RpcError::new(codes::METHOD_NOT_FOUND, format!("method not found: {name}"));
                 wire::write_error_to(frame, id, &error);
             }
-            Method::Invoke => return,
         }
         self.pool.replying();
         scratch.replying = true;
@@ -229,8 +228,8 @@ impl Service {
         }
     }
 
-    /// Reads the invoke's params (once, borrowed from its line), runs the handler and
-    /// builds the response frame in `scratch.frame`.
+    /// Runs the handler of an invoke whose params the reader read, and builds the response
+    /// frame in `scratch.frame`.
     pub(crate) fn execute(&self, job: InvokeJob, scratch: &mut Scratch) {
         // Always run: the closure agrees, so the job never comes back.
         let _ = self.execute_if(job, scratch, &mut |_| true);

@@ -97,18 +97,19 @@ impl Job {
     /// Bytes this job holds while it waits.
     pub fn weight(&self) -> usize {
         match self {
-            Job::Request { line, .. } | Job::Invoke(InvokeJob { line, .. }) => line.weight(),
+            Job::Request { line, .. } => line.weight(),
+            Job::Invoke(invoke) => Waiting::weight(invoke),
             Job::Reject { error, .. } => error.message.len() + JOB_OVERHEAD,
         }
     }
 }
 
-/// Host methods, recognised once by the reader so workers match on an enum.
+/// Host methods other than `invoke` (which travels as [`Job::Invoke`]), recognised once by
+/// the reader so workers match on an enum.
 #[derive(Debug)]
 pub(crate) enum Method {
     Initialize,
     Describe,
-    Invoke,
     Health,
     Shutdown,
     Other(String),
@@ -117,7 +118,6 @@ pub(crate) enum Method {
 impl Method {
     pub fn parse(name: &str) -> Method {
         match name {
-            "invoke" => Method::Invoke,
             "describe" => Method::Describe,
             "health" => Method::Health,
             "initialize" => Method::Initialize,
@@ -150,7 +150,9 @@ impl InvokeJob {
 
 impl Waiting for InvokeJob {
     fn weight(&self) -> usize {
-        self.line.weight()
+        // An error to answer may quote the frame (an unknown tool's name): it counts too.
+        let error = self.parts.as_ref().err().map_or(0, |e| e.message.len());
+        self.line.weight() + error
     }
 }
 
@@ -161,6 +163,7 @@ pub(crate) struct InvokeParts {
     pub tool: usize,
     /// `arguments`, absent when missing or `null`.
     pub arguments: Option<Range<usize>>,
+    /// `context`, read when the invoke runs (`context.rs`).
     pub context: Option<Range<usize>>,
     /// Fields older hosts put beside `context` (rare, so boxed: a queued job stays small).
     pub legacy: Option<Box<LegacyFields>>,
@@ -185,9 +188,9 @@ struct InvokeParams<'a> {
 
 impl InvokeParts {
     /// Reads `params`, a part of `line`, for one of `tools`: its parts, or the error to
-    /// answer (an unknown tool); `Err` when the text is not invoke params (then the caller decides: the
-    /// prefix reader leaves the frame to the full parse, which answers -32602 or says why
-    /// it is not JSON).
+    /// answer (an unknown tool). `Err` when the text is not invoke params; then the caller
+    /// decides: the prefix reader leaves the frame to the full parse, which answers -32602
+    /// or says why it is not JSON.
     pub fn read(
         tools: &[Tool],
         line: &[u8],
@@ -237,5 +240,30 @@ impl InvokeParts {
             let msg = format!("invalid invoke params (expected {{tool, arguments, context}}): {e}");
             Err(Box::new(RpcError::new(codes::INVALID_PARAMS, msg)))
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The error an unknown tool is answered with quotes its name, which may be most of the
+    /// frame: a waiting invoke counts it against the byte budgets beside its line.
+    #[test]
+    fn an_invoke_weighs_its_line_and_the_error_it_carries() {
+        let name = "n".repeat(10_000);
+        let line = format!(r#"{{"tool":"{name}"}}"#);
+        let parts = InvokeParts::read(&[], line.as_bytes(), &line).expect("invoke params");
+        let error = parts.as_ref().err().expect("an unknown tool");
+        assert!(error.message.contains(&name));
+        let error_len = error.message.len();
+        let job = InvokeJob {
+            line: Line::new(line.into_bytes()),
+            id: 0..0,
+            parts,
+        };
+        let line_weight = job.line.weight();
+        assert_eq!(Waiting::weight(&job), line_weight + error_len);
+        assert_eq!(Job::Invoke(job).weight(), line_weight + error_len);
     }
 }

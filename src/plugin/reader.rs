@@ -465,12 +465,12 @@ impl Reader {
                     return Parsed::Done;
                 };
                 let params = params.map(|p| p.get());
-                return match Method::parse(&method) {
-                    Method::Invoke => Parsed::Invoke(
-                        id,
-                        InvokeParts::read_or_refuse(&self.svc.tools, line, params),
-                    ),
-                    method => Parsed::Request(id, method, params.and_then(|p| span_of(line, p))),
+                return if method == "invoke" {
+                    let parts = InvokeParts::read_or_refuse(&self.svc.tools, line, params);
+                    Parsed::Invoke(id, parts)
+                } else {
+                    let params = params.and_then(|p| span_of(line, p));
+                    Parsed::Request(id, Method::parse(&method), params)
                 };
             }
             Message::Response { id, outcome } => {
