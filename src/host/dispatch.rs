@@ -74,12 +74,14 @@ impl Handlers {
         self
     }
 
-    fn call(&self, call: &ReverseCall) -> Result<Value, RpcError> {
+    /// Answers `call`, writing its result's JSON into `out` (see [`Service::call_into`]).
+    fn call_into(&self, call: &ReverseCall, out: &mut Vec<u8>) -> Result<(), RpcError> {
         if let Some(f) = self.methods.get(&call.method) {
-            return f(call);
+            wire::serialize_into(out, &f(call)?);
+            return Ok(());
         }
         match self.services.iter().find(|s| s.handles(&call.method)) {
-            Some(s) => s.call(call),
+            Some(s) => s.call_into(call, out),
             None => Err(no_handler(&call.method)),
         }
     }
@@ -296,31 +298,34 @@ fn serve(handlers: &Handlers, job: Job) {
 /// Runs the gates, the routing and the handler for one call: its answer frame.
 fn answer(handlers: &Handlers, job: &Job) -> Vec<u8> {
     job.shared.count_reverse_call();
-    // The host author's code runs here (`handles` too, not only `call`), maybe on the
-    // reader: a panic costs this call its answer, never the thread.
-    let outcome =
-        catch_unwind(AssertUnwindSafe(|| handle(handlers, job))).unwrap_or_else(|panic| {
-            Err(RpcError::new(
-                codes::INTERNAL_ERROR,
-                format!(
-                    "the host's handler for `{}` panicked: {}",
-                    job.method,
-                    panic_text(&*panic)
-                ),
-            ))
-        });
     let mut frame = Vec::with_capacity(256);
-    match outcome {
-        // Straight into the frame: a `Value` always serializes, and one pass saves the
-        // copy through a `RawValue`.
-        Ok(v) => wire::write_result(&mut frame, job.id.as_raw().get().as_bytes(), &v),
-        Err(e) => wire::write_error(&mut frame, job.id.as_raw(), &e),
+    let id = job.id.as_raw().get().as_bytes();
+    // The host author's code runs here (`handles` too, not only `call`), maybe on the
+    // reader: a panic costs this call its answer, never the thread. The result is written
+    // straight into the frame.
+    let outcome = catch_unwind(AssertUnwindSafe(|| {
+        wire::write_result_with(&mut frame, id, |out| handle(handlers, job, out))
+    }))
+    .unwrap_or_else(|panic| {
+        Err(RpcError::new(
+            codes::INTERNAL_ERROR,
+            format!(
+                "the host's handler for `{}` panicked: {}",
+                job.method,
+                panic_text(&*panic)
+            ),
+        ))
+    });
+    if let Err(e) = outcome {
+        // Also what a panic left half written goes.
+        frame.clear();
+        wire::write_error(&mut frame, job.id.as_raw(), &e);
     }
     frame
 }
 
-/// The gates, the routing and the handler for one call.
-fn handle(handlers: &Handlers, job: &Job) -> Result<Value, RpcError> {
+/// The gates, the routing and the handler for one call, its result written into `out`.
+fn handle(handlers: &Handlers, job: &Job, out: &mut Vec<u8>) -> Result<(), RpcError> {
     let params: Value = job
         .params
         .as_ref()
@@ -333,7 +338,7 @@ fn handle(handlers: &Handlers, job: &Job) -> Result<Value, RpcError> {
     {
         job.shared.record_refusal(&job.method, refusal);
     }
-    handlers.call(&prepared?)
+    handlers.call_into(&prepared?, out)
 }
 
 fn panic_text(p: &(dyn std::any::Any + Send)) -> String {

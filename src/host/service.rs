@@ -23,6 +23,20 @@ pub trait Service: Send + Sync {
     /// service that says it is quick.)
     fn call(&self, call: &ReverseCall) -> Result<Value, RpcError>;
 
+    /// Answers one call as [`Service::call`] does, writing the result as JSON text into
+    /// `out` (the reply frame, up to its `result` member) instead of returning a `Value`.
+    /// The host answers every call through this method. The default calls
+    /// [`Service::call`] and serializes its `Value`; a backend may write its answer
+    /// directly and spare the `Value` tree (the echoing
+    /// [`ScriptedSampling`](super::ScriptedSampling) does). Write one JSON value; nothing
+    /// written is sent as `null`. On `Err` whatever was written is discarded and the error
+    /// is sent. Runs where `call` would, and may block as `call` may.
+    fn call_into(&self, call: &ReverseCall, out: &mut Vec<u8>) -> Result<(), RpcError> {
+        let value = self.call(call)?;
+        crate::wire::serialize_into(out, &value);
+        Ok(())
+    }
+
     /// Whether every call returns at once, never blocking (an in-memory backend). Such a
     /// service is answered on the host's reader thread, sparing the hand-off to a worker
     /// (a thread wake-up, 20-30 µs on a VM), unless a closure given to

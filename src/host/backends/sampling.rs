@@ -2,10 +2,12 @@
 //! §8.1): it echoes the last user message, or answers from a JSONL fixture, and enforces
 //! the Agent's per-call and per-invoke budgets.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Mutex;
 
+use serde::Serialize;
 use serde_json::{Map, Value, json};
 
 use crate::error::{Error, Result, RpcError, codes};
@@ -112,7 +114,9 @@ impl ScriptedSampling {
         self
     }
 
-    fn answer(&self, call: &ReverseCall) -> std::result::Result<Value, RpcError> {
+    /// The answer to one call: a fixture's (completed) or the echo, charged to the
+    /// invoke's budgets.
+    fn respond<'a>(&'a self, call: &'a ReverseCall) -> std::result::Result<Answer<'a>, RpcError> {
         let p = &call.params;
         let last_user = validate(p)?;
         let input_tokens = input_tokens(p);
@@ -120,13 +124,22 @@ impl ScriptedSampling {
             r.method.as_deref().is_none_or(|m| m == call.method)
                 && matches(&r.matcher, p, last_user)
         });
-        let result = match rule {
+        let (answer, used) = match rule {
             Some(r) => {
                 let mut result = r.answer.clone()?;
                 self.complete(&mut result, p, input_tokens);
-                result
+                let used = result
+                    .get("usage")
+                    .and_then(|u| u.get("totalTokens"))
+                    .and_then(Value::as_u64)
+                    .unwrap_or(0);
+                (Answer::Fixture(result), used)
             }
-            None if self.echo_fallback => self.echo_answer(p, last_user, input_tokens),
+            None if self.echo_fallback => {
+                let echo = self.echo_answer(p, last_user, input_tokens);
+                let used = echo.usage.total_tokens;
+                (Answer::Echo(echo), used)
+            }
             None => {
                 return Err(RpcError::with_code(
                     PROVIDER_ERROR,
@@ -135,28 +148,24 @@ impl ScriptedSampling {
                 ));
             }
         };
-        let used = result
-            .get("usage")
-            .and_then(|u| u.get("totalTokens"))
-            .and_then(Value::as_u64)
-            .unwrap_or(0);
         self.charge(call.invoke_id.as_deref(), used)?;
-        Ok(result)
+        Ok(answer)
     }
 
     /// The echo answer: what [`ScriptedSampling::complete`] makes of `{"text": ...}`,
-    /// built at once (this is the answer a host-driven bench measures).
-    fn echo_answer(&self, p: &Value, last_user: &str, input_tokens: u64) -> Value {
+    /// built at once, borrowing the request (this is the answer a host-driven bench
+    /// measures).
+    fn echo_answer<'a>(&'a self, p: &'a Value, last_user: &'a str, input_tokens: u64) -> Echo<'a> {
         let text = echo_text(p, last_user);
         let output_tokens = estimate_tokens(text.chars().count());
-        let mut m = Map::new();
-        m.insert("role".into(), Value::from("assistant"));
-        m.insert("model".into(), Value::from(self.model.as_str()));
-        m.insert("stopReason".into(), Value::from("endTurn"));
-        m.insert("usage".into(), usage(input_tokens, output_tokens));
-        m.insert("_meta".into(), meta(p));
-        m.insert("content".into(), json!({ "type": "text", "text": text }));
-        Value::Object(m)
+        Echo {
+            meta: meta(p),
+            content: TextContent { text, kind: "text" },
+            model: &self.model,
+            role: "assistant",
+            stop_reason: "endTurn",
+            usage: Usage::new(input_tokens, output_tokens),
+        }
     }
 
     /// Fills in the documented fields a fixture left out.
@@ -178,8 +187,10 @@ impl ScriptedSampling {
         defaults(m, "role", || json!("assistant"));
         defaults(m, "model", || json!(self.model));
         defaults(m, "stopReason", || json!("endTurn"));
-        defaults(m, "usage", || usage(input_tokens, output_tokens));
-        defaults(m, "_meta", || meta(p));
+        defaults(m, "usage", || {
+            to_value(Usage::new(input_tokens, output_tokens))
+        });
+        defaults(m, "_meta", || to_value(meta(p)));
     }
 
     /// Counts one call against the invoke's budgets.
@@ -227,7 +238,24 @@ impl Service for ScriptedSampling {
     }
 
     fn call(&self, call: &ReverseCall) -> std::result::Result<Value, RpcError> {
-        self.answer(call)
+        Ok(match self.respond(call)? {
+            Answer::Fixture(result) => result,
+            Answer::Echo(echo) => to_value(echo),
+        })
+    }
+
+    /// The echo answer is written without a `Value` tree (the same bytes `call`'s
+    /// `Value` serializes to).
+    fn call_into(
+        &self,
+        call: &ReverseCall,
+        out: &mut Vec<u8>,
+    ) -> std::result::Result<(), RpcError> {
+        match self.respond(call)? {
+            Answer::Fixture(result) => crate::wire::serialize_into(out, &result),
+            Answer::Echo(echo) => crate::wire::serialize_into(out, &echo),
+        }
+        Ok(())
     }
 }
 
@@ -266,25 +294,89 @@ fn defaults(m: &mut Map<String, Value>, key: &str, value: impl FnOnce() -> Value
     }
 }
 
-fn usage(input_tokens: u64, output_tokens: u64) -> Value {
-    json!({
-        "inputTokens": input_tokens,
-        "outputTokens": output_tokens,
-        "totalTokens": input_tokens + output_tokens,
-    })
+/// What [`ScriptedSampling::respond`] answers.
+enum Answer<'a> {
+    /// A fixture's result, completed.
+    Fixture(Value),
+    Echo(Echo<'a>),
 }
 
-fn meta(p: &Value) -> Value {
-    let mut meta = json!({ "provider": "executa-memory", "latencyMs": 0 });
-    if let Some(kind) = response_format(p).and_then(Value::as_str) {
-        meta["responseFormat"] = json!({
-            "requested": kind,
-            "applied": "json_object",
-            "structuredValid": kind == "json_object",
-            "downgraded": kind != "json_object",
-        });
+/// The echo answer in the documented result shape. Members in the order a `Value` map
+/// keeps them (sorted), so writing it and serializing its `Value` give the same bytes.
+#[derive(Serialize)]
+struct Echo<'a> {
+    #[serde(rename = "_meta")]
+    meta: Meta<'a>,
+    content: TextContent<'a>,
+    model: &'a str,
+    role: &'static str,
+    #[serde(rename = "stopReason")]
+    stop_reason: &'static str,
+    usage: Usage,
+}
+
+#[derive(Serialize)]
+struct TextContent<'a> {
+    text: Cow<'a, str>,
+    #[serde(rename = "type")]
+    kind: &'static str,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Usage {
+    input_tokens: u64,
+    output_tokens: u64,
+    total_tokens: u64,
+}
+
+impl Usage {
+    fn new(input_tokens: u64, output_tokens: u64) -> Usage {
+        Usage {
+            input_tokens,
+            output_tokens,
+            total_tokens: input_tokens + output_tokens,
+        }
     }
-    meta
+}
+
+/// `_meta`: the provider, and what became of a requested `responseFormat`.
+#[derive(Serialize)]
+struct Meta<'a> {
+    #[serde(rename = "latencyMs")]
+    latency_ms: u64,
+    provider: &'static str,
+    #[serde(rename = "responseFormat", skip_serializing_if = "Option::is_none")]
+    response_format: Option<FormatOutcome<'a>>,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct FormatOutcome<'a> {
+    applied: &'static str,
+    downgraded: bool,
+    requested: &'a str,
+    structured_valid: bool,
+}
+
+fn meta(p: &Value) -> Meta<'_> {
+    Meta {
+        latency_ms: 0,
+        provider: "executa-memory",
+        response_format: response_format(p)
+            .and_then(Value::as_str)
+            .map(|kind| FormatOutcome {
+                applied: "json_object",
+                downgraded: kind != "json_object",
+                requested: kind,
+                structured_valid: kind == "json_object",
+            }),
+    }
+}
+
+/// A part of an answer as a `Value` (these plain structs always serialize).
+fn to_value(part: impl Serialize) -> Value {
+    serde_json::to_value(part).unwrap_or(Value::Null)
 }
 
 fn bad(why: impl Into<String>) -> RpcError {
@@ -336,11 +428,11 @@ fn validate(p: &Value) -> std::result::Result<&str, RpcError> {
     Ok(last_user.unwrap_or_default())
 }
 
-fn echo_text(p: &Value, last_user: &str) -> String {
+fn echo_text<'a>(p: &Value, last_user: &'a str) -> Cow<'a, str> {
     if response_format(p).is_some() {
-        json!({ "echo": last_user }).to_string()
+        Cow::Owned(json!({ "echo": last_user }).to_string())
     } else {
-        last_user.to_owned()
+        Cow::Borrowed(last_user)
     }
 }
 
@@ -427,6 +519,69 @@ mod tests {
         }
         assert_eq!(ask(&s, "inv", "x").unwrap_err().code, -32006);
         assert!(ask(&s, "other-invoke", "x").is_ok());
+    }
+
+    /// `call_into` writes the very bytes `call`'s `Value` serializes to, and charges the
+    /// same budgets, for the echo (written without a `Value`) and for fixtures.
+    #[test]
+    fn written_answers_are_the_serialized_values() {
+        let text = |t: &str| json!({"type": "text", "text": t});
+        let requests = [
+            json!({"messages": [{"role": "user", "content": text("hi")}], "maxTokens": 10}),
+            json!({
+                "messages": [
+                    {"role": "system", "content": text("be brief")},
+                    {"role": "user", "content": text("first \"quoted\" \u{e9}")},
+                    {"role": "assistant", "content": text("ok")},
+                    {"role": "user", "content": text("second\nline")},
+                ],
+                "systemPrompt": "sys",
+                "maxTokens": 100,
+                "includeContext": "none",
+            }),
+            json!({"messages": [{"role": "user", "content": text("j")}], "maxTokens": 5,
+                   "responseFormat": {"type": "json_object"}}),
+            json!({"messages": [{"role": "user", "content": text("k")}], "maxTokens": 5,
+                   "responseFormat": {"type": "json_schema"}}),
+            json!({"messages": [{"role": "user", "content": text("weather?")}], "maxTokens": 5}),
+        ];
+        let fixture = r#"{"match":{"contains":"weather"},"result":{"text":"sunny"}}"#;
+        let backends = || {
+            [
+                ScriptedSampling::echo(),
+                ScriptedSampling::from_jsonl(fixture)
+                    .unwrap()
+                    .with_echo_fallback(),
+            ]
+        };
+        let (by_value, written) = (backends(), backends());
+        let mut refused = 0;
+        for (a, b) in by_value.iter().zip(&written) {
+            for round in 0..9 {
+                for params in &requests {
+                    let call = ReverseCall {
+                        method: "sampling/createMessage".into(),
+                        params: params.clone(),
+                        invoke_id: Some(format!("inv-{}", round % 2)),
+                        client_timeout: None,
+                        id: Id::number(1),
+                    };
+                    let mut out = Vec::new();
+                    match (a.call(&call), b.call_into(&call, &mut out)) {
+                        (Ok(v), Ok(())) => {
+                            assert_eq!(String::from_utf8(out).unwrap(), v.to_string());
+                        }
+                        (Err(x), Err(y)) => {
+                            assert_eq!((x.code, x.message), (y.code, y.message));
+                            refused += 1;
+                        }
+                        (x, y) => panic!("{params}: {x:?} against {y:?}"),
+                    }
+                }
+            }
+        }
+        // Each invoke's budget ran out on both alike (8 calls each, 2 invokes, 2 backends).
+        assert_eq!(refused, 2 * (9 * requests.len() - 2 * 8));
     }
 
     #[test]
