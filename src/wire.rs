@@ -692,9 +692,8 @@ pub(crate) fn write_response_to(out: &mut Vec<u8>, id: &[u8], result: &RawValue)
     out.extend_from_slice(b"}\n");
 }
 
-/// As [`write_result`], with the result written by `write` as JSON text: nothing written
-/// is `null`, and a line break in it (legal only as white space) becomes a space, so the
-/// frame stays one line. On `Err`, `out` is left as it was.
+/// As [`write_result`], with the result serialized by `write` (one value, as compact
+/// JSON). On `Err`, `out` is left as it was.
 pub(crate) fn write_result_with<E>(
     out: &mut Vec<u8>,
     id: &[u8],
@@ -702,15 +701,10 @@ pub(crate) fn write_result_with<E>(
 ) -> Result<(), E> {
     let mark = out.len();
     reply_head(out, id, b"result");
-    let start = out.len();
     if let Err(e) = write(out) {
         out.truncate(mark);
         return Err(e);
     }
-    if out.len() == start {
-        out.extend_from_slice(b"null");
-    }
-    one_line(&mut out[start..]);
     out.extend_from_slice(b"}\n");
     Ok(())
 }
@@ -784,12 +778,7 @@ pub(crate) fn serialize_into<T: Serialize + ?Sized>(out: &mut Vec<u8>, value: &T
 pub(crate) fn push_one_line(out: &mut Vec<u8>, json: &[u8]) {
     let start = out.len();
     out.extend_from_slice(json);
-    one_line(&mut out[start..]);
-}
-
-/// Replaces CR and LF in JSON text with spaces (see [`push_one_line`]).
-fn one_line(json: &mut [u8]) {
-    for b in json {
+    for b in &mut out[start..] {
         if *b == b'\n' || *b == b'\r' {
             *b = b' ';
         }

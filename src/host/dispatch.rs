@@ -19,7 +19,7 @@ use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
 use super::options::HostOptions;
-use super::service::{HandlerFn, Progress, ProgressFn, ReverseCall, Service};
+use super::service::{HandlerFn, Progress, ProgressFn, ResultWriter, ReverseCall, Service};
 use super::shared::Shared;
 use crate::error::{RpcError, codes};
 use crate::id::Id;
@@ -76,12 +76,13 @@ impl Handlers {
 
     /// Answers `call`, writing its result's JSON into `out` (see [`Service::call_into`]).
     fn call_into(&self, call: &ReverseCall, out: &mut Vec<u8>) -> Result<(), RpcError> {
+        let out = ResultWriter::new(out);
         if let Some(f) = self.methods.get(&call.method) {
-            wire::serialize_into(out, &f(call)?);
+            out.write(&f(call)?);
             return Ok(());
         }
         match self.services.iter().find(|s| s.handles(&call.method)) {
-            Some(s) => s.call_into(call, out),
+            Some(s) => s.call_into(call, out).map(drop),
             None => Err(no_handler(&call.method)),
         }
     }
@@ -441,6 +442,7 @@ fn route(shared: &Shared, claimed: Option<String>) -> Result<Option<String>, Rpc
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::host::service::Written;
     use crate::writer::{Out, Outbox, channel_with};
 
     /// A quick service whose call queues a frame of its own first: it stands in for
@@ -458,6 +460,67 @@ mod tests {
         }
         fn is_quick(&self) -> bool {
             true
+        }
+    }
+
+    /// Writes part of its result, then fails: by panicking halfway through the value
+    /// (`test/panic`) or by returning an error after writing it whole (`test/error`).
+    struct HalfWrites;
+
+    struct PanicsHalfway;
+
+    impl serde::Serialize for PanicsHalfway {
+        fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+            use serde::ser::SerializeMap;
+            let mut map = s.serialize_map(None)?;
+            map.serialize_entry("partial", &1)?;
+            panic!("halfway");
+        }
+    }
+
+    impl Service for HalfWrites {
+        fn handles(&self, method: &str) -> bool {
+            method.starts_with("test/")
+        }
+        fn call(&self, _: &ReverseCall) -> Result<Value, RpcError> {
+            unreachable!("answered through call_into")
+        }
+        fn call_into<'a>(
+            &self,
+            call: &ReverseCall,
+            out: ResultWriter<'a>,
+        ) -> Result<Written<'a>, RpcError> {
+            if call.method == "test/panic" {
+                return Ok(out.write(&PanicsHalfway));
+            }
+            let _ = out.write("partial");
+            Err(RpcError::new(-32001, "failed after writing"))
+        }
+    }
+
+    /// Whatever a failing service wrote stays out of the frame: only the error goes.
+    #[test]
+    fn a_service_failing_after_it_wrote_sends_only_its_error() {
+        let (out, _inbox) = channel_with(4);
+        let handlers = Handlers::new().service(Arc::new(HalfWrites));
+        for (method, error) in [
+            ("test/panic", "panicked: halfway"),
+            ("test/error", "failed"),
+        ] {
+            let frame = String::from_utf8(answer(&handlers, &quick_job(method, out.clone())))
+                .expect("UTF-8");
+            assert!(
+                frame.starts_with(r#"{"jsonrpc":"2.0","id":7,"error":{"#),
+                "{frame}"
+            );
+            assert!(
+                frame.contains(error) && !frame.contains("partial"),
+                "{frame}"
+            );
+            assert!(
+                frame.ends_with("}\n") && frame.matches('\n').count() == 1,
+                "{frame}"
+            );
         }
     }
 

@@ -75,5 +75,5 @@ pub use dispatch::Handlers;
 pub use options::{HostOptions, RestartPolicy, ShutdownPolicy, StderrRelay};
 pub use process::PluginProcess;
 pub use sample_args::sample_arguments;
-pub use service::{HandlerFn, Progress, ProgressFn, ReverseCall, Service};
+pub use service::{HandlerFn, Progress, ProgressFn, ResultWriter, ReverseCall, Service, Written};
 pub use types::{ExitStage, Handshake, HealthReport, InvokeResult, ShutdownReport, StdoutNoise};

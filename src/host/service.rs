@@ -1,8 +1,10 @@
 //! What a host's reverse-call handlers see and implement: one call from the plugin, one
 //! progress event, and the [`Service`] trait a backend implements.
 
+use std::marker::PhantomData;
 use std::time::Duration;
 
+use serde::Serialize;
 use serde_json::Value;
 
 use crate::error::RpcError;
@@ -20,21 +22,25 @@ pub trait Service: Send + Sync {
     fn handles(&self, method: &str) -> bool;
     /// Answers one call. Runs on a reverse-call worker thread; it may block, but while it
     /// does that worker serves nothing else. (On the host's reader thread instead, for a
-    /// service that says it is quick.)
+    /// service that says it is quick.) If the plugin is gone by the time it returns, the
+    /// answer is dropped.
     fn call(&self, call: &ReverseCall) -> Result<Value, RpcError>;
 
-    /// Answers one call as [`Service::call`] does, writing the result as JSON text into
-    /// `out` (the reply frame, up to its `result` member) instead of returning a `Value`.
-    /// The host answers every call through this method. The default calls
-    /// [`Service::call`] and serializes its `Value`; a backend may write its answer
-    /// directly and spare the `Value` tree (the echoing
-    /// [`ScriptedSampling`](super::ScriptedSampling) does). Write one JSON value; nothing
-    /// written is sent as `null`. On `Err` whatever was written is discarded and the error
-    /// is sent. Runs where `call` would, and may block as `call` may.
-    fn call_into(&self, call: &ReverseCall, out: &mut Vec<u8>) -> Result<(), RpcError> {
-        let value = self.call(call)?;
-        crate::wire::serialize_into(out, &value);
-        Ok(())
+    /// Answers one call as [`Service::call`] does, but serializes the result straight into
+    /// the reply frame with `out` instead of returning a `Value`, so a backend can answer
+    /// without building a `Value` tree (the echoing
+    /// [`ScriptedSampling`](super::ScriptedSampling) does). [`Host`](super::Host) answers
+    /// every call to a service through this method; the default calls [`Service::call`]
+    /// and writes its `Value`, so a service that wraps another and implements only `call`
+    /// answers through `call`. Both must give the same answer. Runs where `call` would and
+    /// may block as it may; on `Err` the error is sent instead, and if the plugin is gone
+    /// the answer is dropped.
+    fn call_into<'a>(
+        &self,
+        call: &ReverseCall,
+        out: ResultWriter<'a>,
+    ) -> Result<Written<'a>, RpcError> {
+        Ok(out.write(&self.call(call)?))
     }
 
     /// Whether every call returns at once, never blocking (an in-memory backend). Such a
@@ -46,6 +52,33 @@ pub trait Service: Send + Sync {
     /// for a reply only the reader settles: it fails at its timeout. Default `false`.
     fn is_quick(&self) -> bool {
         false
+    }
+}
+
+/// Where [`Service::call_into`] writes its result: straight into the reply frame, as
+/// compact JSON (so the frame stays one line and well formed whatever the service writes).
+pub struct ResultWriter<'a> {
+    out: &'a mut Vec<u8>,
+    /// Invariant in `'a`: a [`Written`] proves a write to this very frame.
+    _frame: PhantomData<fn(&'a ()) -> &'a ()>,
+}
+
+/// Proof that a [`ResultWriter`] wrote the result; only [`ResultWriter::write`] makes one.
+pub struct Written<'a>(PhantomData<fn(&'a ()) -> &'a ()>);
+
+impl<'a> ResultWriter<'a> {
+    pub(crate) fn new(out: &'a mut Vec<u8>) -> ResultWriter<'a> {
+        ResultWriter {
+            out,
+            _frame: PhantomData,
+        }
+    }
+
+    /// Serializes `value` as the call's result. A value whose `Serialize` fails is sent as
+    /// `null` (and logged). Never blocks.
+    pub fn write<T: Serialize + ?Sized>(self, value: &T) -> Written<'a> {
+        crate::wire::serialize_into(self.out, value);
+        Written(PhantomData)
     }
 }
 

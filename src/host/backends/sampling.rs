@@ -11,7 +11,7 @@ use serde::Serialize;
 use serde_json::{Map, Value, json};
 
 use crate::error::{Error, Result, RpcError, codes};
-use crate::host::service::{ReverseCall, Service};
+use crate::host::service::{ResultWriter, ReverseCall, Service, Written};
 use crate::lock::lock;
 
 const PROVIDER_ERROR: i64 = -32003;
@@ -244,18 +244,17 @@ impl Service for ScriptedSampling {
         })
     }
 
-    /// The echo answer is written without a `Value` tree (the same bytes `call`'s
-    /// `Value` serializes to).
-    fn call_into(
+    /// The echo answer is written without a `Value` tree (with serde_json's default
+    /// features, the same bytes `call`'s `Value` serializes to).
+    fn call_into<'a>(
         &self,
         call: &ReverseCall,
-        out: &mut Vec<u8>,
-    ) -> std::result::Result<(), RpcError> {
-        match self.respond(call)? {
-            Answer::Fixture(result) => crate::wire::serialize_into(out, &result),
-            Answer::Echo(echo) => crate::wire::serialize_into(out, &echo),
-        }
-        Ok(())
+        out: ResultWriter<'a>,
+    ) -> std::result::Result<Written<'a>, RpcError> {
+        Ok(match self.respond(call)? {
+            Answer::Fixture(result) => out.write(&result),
+            Answer::Echo(echo) => out.write(&echo),
+        })
     }
 }
 
@@ -302,7 +301,9 @@ enum Answer<'a> {
 }
 
 /// The echo answer in the documented result shape. Members in the order a `Value` map
-/// keeps them (sorted), so writing it and serializing its `Value` give the same bytes.
+/// keeps them (sorted, with serde_json's default features; with `preserve_order` the
+/// `Value` keeps this order), so writing it and serializing its `Value` give the same
+/// bytes.
 #[derive(Serialize)]
 struct Echo<'a> {
     #[serde(rename = "_meta")]
@@ -567,7 +568,8 @@ mod tests {
                         id: Id::number(1),
                     };
                     let mut out = Vec::new();
-                    match (a.call(&call), b.call_into(&call, &mut out)) {
+                    let written = b.call_into(&call, ResultWriter::new(&mut out)).map(drop);
+                    match (a.call(&call), written) {
                         (Ok(v), Ok(())) => {
                             assert_eq!(String::from_utf8(out).unwrap(), v.to_string());
                         }
