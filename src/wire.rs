@@ -693,7 +693,8 @@ pub(crate) fn write_response_to(out: &mut Vec<u8>, id: &[u8], result: &RawValue)
 }
 
 /// As [`write_result`], with the result serialized by `write` (one value, as compact
-/// JSON). On `Err`, `out` is left as it was.
+/// JSON). On `Err`, `out` is left as it was. (The host's answers to reverse calls.)
+#[cfg(feature = "host")]
 pub(crate) fn write_result_with<E>(
     out: &mut Vec<u8>,
     id: &[u8],
