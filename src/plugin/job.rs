@@ -181,9 +181,19 @@ struct InvokeParams<'a> {
     #[serde(default)]
     invoke_id: Option<Value>,
     #[serde(default)]
-    sampling_token: Option<String>,
+    sampling_token: Option<Token>,
     #[serde(default)]
-    storage_token: Option<String>,
+    storage_token: Option<Token>,
+}
+
+/// A legacy token, read straight into a [`Secret`]: wiped when dropped, also when the
+/// rest of the params fail to parse or name an unknown tool.
+struct Token(Secret);
+
+impl<'de> Deserialize<'de> for Token {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Token, D::Error> {
+        String::deserialize(d).map(|t| Token(Secret::new(t)))
+    }
 }
 
 impl InvokeParts {
@@ -215,8 +225,8 @@ impl InvokeParts {
                 ("sampling_token", p.sampling_token),
                 ("storage_token", p.storage_token),
             ] {
-                if let Some(t) = token {
-                    fields.tokens.push((name, Secret::new(t)));
+                if let Some(Token(t)) = token {
+                    fields.tokens.push((name, t));
                 }
             }
             legacy = Some(Box::new(fields));
