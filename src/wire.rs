@@ -692,8 +692,8 @@ pub(crate) fn write_response_to(out: &mut Vec<u8>, id: &[u8], result: &RawValue)
     out.extend_from_slice(b"}\n");
 }
 
-/// As [`write_result`], with the result serialized by `write` (one value, as compact
-/// JSON). On `Err`, `out` is left as it was. (The host's answers to reverse calls.)
+/// As [`write_result`], with the result serialized by `write` (one value, after the
+/// frame's head). On `Err`, `out` is left as it was. (The host's answers to reverse calls.)
 #[cfg(feature = "host")]
 pub(crate) fn write_result_with<E>(
     out: &mut Vec<u8>,
@@ -702,9 +702,15 @@ pub(crate) fn write_result_with<E>(
 ) -> Result<(), E> {
     let mark = out.len();
     reply_head(out, id, b"result");
+    let start = out.len();
     if let Err(e) = write(out) {
         out.truncate(mark);
         return Err(e);
+    }
+    // A `RawValue` among what was serialized is written as it was made, white space and
+    // all: a line break there would end the frame early.
+    if let Some(result) = out.get_mut(start..) {
+        one_line(result);
     }
     out.extend_from_slice(b"}\n");
     Ok(())
@@ -779,7 +785,13 @@ pub(crate) fn serialize_into<T: Serialize + ?Sized>(out: &mut Vec<u8>, value: &T
 pub(crate) fn push_one_line(out: &mut Vec<u8>, json: &[u8]) {
     let start = out.len();
     out.extend_from_slice(json);
-    for b in &mut out[start..] {
+    one_line(&mut out[start..]);
+}
+
+/// Replaces CR and LF in JSON text with spaces: legal there only as white space between
+/// tokens (a string holds them escaped), so the text means the same on one line.
+fn one_line(json: &mut [u8]) {
+    for b in json {
         if *b == b'\n' || *b == b'\r' {
             *b = b' ';
         }

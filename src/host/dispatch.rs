@@ -464,7 +464,8 @@ mod tests {
     }
 
     /// Writes part of its result, then fails: by panicking halfway through the value
-    /// (`test/panic`) or by returning an error after writing it whole (`test/error`).
+    /// (`test/panic`) or by returning an error after writing it whole (`test/error`); or
+    /// answers a raw value laid out on several lines (`test/raw`).
     struct HalfWrites;
 
     struct PanicsHalfway;
@@ -493,9 +494,26 @@ mod tests {
             if call.method == "test/panic" {
                 return Ok(out.write(&PanicsHalfway));
             }
+            if call.method == "test/raw" {
+                let raw = RawValue::from_string("{\r\n  \"a\": \"x\\ny\"\n}".to_owned());
+                return Ok(out.write(&raw.expect("valid JSON")));
+            }
             let _ = out.write("partial");
             Err(RpcError::new(-32001, "failed after writing"))
         }
+    }
+
+    /// A raw value's line breaks (white space) do not end the frame; one inside a string
+    /// is escaped and stays.
+    #[test]
+    fn a_raw_value_on_several_lines_is_answered_on_one() {
+        let (out, _inbox) = channel_with(4);
+        let handlers = Handlers::new().service(Arc::new(HalfWrites));
+        let frame = answer(&handlers, &quick_job("test/raw", out));
+        let text = String::from_utf8(frame).expect("UTF-8");
+        assert_eq!(text.matches('\n').count(), 1, "{text}");
+        let reply: Value = serde_json::from_str(&text).expect("one JSON frame");
+        assert_eq!(reply["result"]["a"], "x\ny", "{text}");
     }
 
     /// Whatever a failing service wrote stays out of the frame: only the error goes.

@@ -56,7 +56,8 @@ pub trait Service: Send + Sync {
 }
 
 /// Where [`Service::call_into`] writes its result: straight into the reply frame, as
-/// compact JSON (so the frame stays one line and well formed whatever the service writes).
+/// JSON, one value (so the frame stays well formed whatever the service writes; line
+/// breaks in a `RawValue` it writes become spaces, so it stays one line too).
 pub struct ResultWriter<'a> {
     out: &'a mut Vec<u8>,
     /// Invariant in `'a`: a [`Written`] proves a write to this very frame.
