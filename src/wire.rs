@@ -693,7 +693,7 @@ pub(crate) fn write_response_to(out: &mut Vec<u8>, id: &[u8], result: &RawValue)
 }
 
 /// As [`write_result`], with the result serialized by `write` (one value, after the
-/// frame's head). On `Err`, `out` is left as it was. (The host's answers to reverse calls.)
+/// frame's head, with [`write_json`]). On `Err`, `out` is left as it was. (The host's answers to reverse calls.)
 #[cfg(feature = "host")]
 pub(crate) fn write_result_with<E>(
     out: &mut Vec<u8>,
@@ -702,15 +702,9 @@ pub(crate) fn write_result_with<E>(
 ) -> Result<(), E> {
     let mark = out.len();
     reply_head(out, id, b"result");
-    let start = out.len();
     if let Err(e) = write(out) {
         out.truncate(mark);
         return Err(e);
-    }
-    // A `RawValue` among what was serialized is written as it was made, white space and
-    // all: a line break there would end the frame early.
-    if let Some(result) = out.get_mut(start..) {
-        one_line(result);
     }
     out.extend_from_slice(b"}\n");
     Ok(())
@@ -769,11 +763,27 @@ fn request_head(out: &mut Vec<u8>, id: Option<&RawValue>, method: &str) {
     out.extend_from_slice(b",\"params\":");
 }
 
-/// Serializes compactly (never a raw newline). A value that fails to serialize, which
-/// only a broken `Serialize` impl can cause, is written as `null` and logged.
+/// Serializes `value` into a frame: compact JSON on one line. serde_json writes no raw line
+/// break of its own, but a `RawValue` in `value` is written as it was made, white space
+/// and all, and a line break there would end the frame early: it becomes a space. On
+/// failure, what was written stays; the caller decides.
+pub(crate) fn write_json<T: Serialize + ?Sized>(
+    out: &mut Vec<u8>,
+    value: &T,
+) -> serde_json::Result<()> {
+    let start = out.len();
+    serde_json::to_writer(&mut *out, value)?;
+    if let Some(written) = out.get_mut(start..) {
+        one_line(written);
+    }
+    Ok(())
+}
+
+/// As [`write_json`], for values that always serialize: one that fails, which only a
+/// broken `Serialize` impl can cause, is written as `null` and logged.
 pub(crate) fn serialize_into<T: Serialize + ?Sized>(out: &mut Vec<u8>, value: &T) {
     let mark = out.len();
-    if let Err(e) = serde_json::to_writer(&mut *out, value) {
+    if let Err(e) = write_json(out, value) {
         log::error!("executa: value failed to serialize, sent as null: {e}");
         out.truncate(mark);
         out.extend_from_slice(b"null");

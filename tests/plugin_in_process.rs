@@ -102,6 +102,47 @@ fn non_object_data_is_wrapped_as_value() {
     assert_eq!(stopped.abandoned, 0);
 }
 
+/// A tool's raw JSON keeps its own white space; a line break there must not end the reply
+/// frame early (nor one in a string, which JSON holds escaped).
+#[test]
+fn raw_data_on_several_lines_is_answered_on_one() {
+    use serde_json::value::RawValue;
+    let raw = |text: &'static str| {
+        move |_: IgnoredAny, _: &Invocation| {
+            RawValue::from_string(text.to_owned()).map_err(|e| ToolError::new(e.to_string()))
+        }
+    };
+    let plugin = Plugin::new("raw", "0.0.1")
+        .tool(Tool::new(
+            "obj",
+            "",
+            raw("{\n\"a\": \"x\\ny\",\r\n\"b\": [1,\n2]\n}"),
+        ))
+        .tool(Tool::new("arr", "", raw("[1,\r\n2]")));
+    let mut p = Conn::serve(plugin);
+    p.invoke(1, "obj", json!({}));
+    let reply = p.recv_until_id("1").0;
+    assert_eq!(
+        reply.result(),
+        &json!({ "success": true, "data": { "a": "x\ny", "b": [1, 2] } }),
+        "{}",
+        reply.raw
+    );
+    p.invoke(2, "arr", json!({}));
+    let reply = p.recv_until_id("2").0;
+    assert_eq!(
+        reply.result(),
+        &json!({ "success": true, "data": { "value": [1, 2] } }),
+        "{}",
+        reply.raw
+    );
+    p.close_stdin();
+    assert!(
+        p.drain_to_eof().is_empty(),
+        "nothing left over from a split frame"
+    );
+}
+
 #[test]
 fn tool_errors_map_to_failures_and_32602() {
     let plugin = Plugin::new("errs", "0.0.1")

@@ -451,7 +451,7 @@ pub(super) fn write_request_checked<P: Serialize + ?Sized>(
     out.extend_from_slice(b",\"method\":");
     wire::serialize_into(out, method);
     out.extend_from_slice(b",\"params\":");
-    serde_json::to_writer(&mut *out, params)?;
+    wire::write_json(out, params)?;
     out.extend_from_slice(b"}\n");
     Ok(())
 }

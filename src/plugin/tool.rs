@@ -162,7 +162,7 @@ impl Tool {
         let erased: Handler = Box::new(move |raw, params, ctx, out| {
             let args: A = parse_args(raw, defaults_of(&defaults, params))?;
             let data = handler(args, ctx)?;
-            serde_json::to_writer(&mut *out, &data)
+            crate::wire::write_json(out, &data)
                 .map_err(|e| ToolError::new(format!("tool result failed to serialize: {e}")))
         });
         let name: String = name.into();

@@ -261,7 +261,7 @@ impl InvokeHandle {
             return Err(Error::InvokeEnded);
         }
         let mut body = Vec::with_capacity(256);
-        serde_json::to_writer(&mut body, params)?;
+        wire::write_json(&mut body, params)?;
         let mut body = object_params(method, body)?;
         let peer = &self.0.peer;
         gate(
