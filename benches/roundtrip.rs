@@ -20,6 +20,8 @@ mod common;
 mod peer;
 #[path = "roundtrip/report.rs"]
 mod report;
+#[path = "roundtrip/sweep.rs"]
+mod sweep;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -136,6 +138,11 @@ pub struct Cell {
     pub hwm_kb: Vec<f64>,
     /// `executa bench` throughput against this subject (executa and the bare loop).
     pub driver_rate: Vec<f64>,
+    /// Pipelined rate at each argument size of `sweep::SIZES`, one entry per round
+    /// (executa, and the bare loop echoing).
+    pub sweep: Vec<Vec<f64>>,
+    /// The worst wait of a `health` behind a tool's one slow run, ms (executa only).
+    pub hol_ms: Vec<f64>,
 }
 
 /// Round-trip p50 of `echo` and `sample` driven by `executa::host`, one entry per round.
@@ -177,6 +184,15 @@ fn main() {
                     grid[p][s].driver_rate.push(rate);
                 }
                 measure(placement, subject, &counts, smoke, &mut grid[p][s]);
+                if s < 2 {
+                    grid[p][s]
+                        .sweep
+                        .push(sweep::sweep(placement, subject, smoke));
+                }
+                if s == 0 {
+                    let hol = sweep::head_of_line(placement, subject, smoke);
+                    grid[p][s].hol_ms.push(hol);
+                }
             }
             host_pair(placement, &subjects[0], &counts, &mut host_pairs[p]);
         }

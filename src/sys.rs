@@ -66,6 +66,106 @@ fn wait_for(fd: i32, events: libc::c_short, timeout: std::time::Duration) -> io:
     }
 }
 
+/// A one-shot timer whose expiry makes a descriptor readable (Linux `timerfd`), for the
+/// main thread to wait on beside its event socket: arming and disarming are one system
+/// call each (0.5-0.9 µs on a 2-vCPU VM) and wake nobody; only an expiry does.
+#[cfg(target_os = "linux")]
+pub(crate) struct Timer(OwnedFd);
+
+#[cfg(target_os = "linux")]
+impl Timer {
+    pub fn new() -> io::Result<Timer> {
+        // SAFETY: plain system call; a valid descriptor is owned below.
+        let fd = unsafe {
+            libc::timerfd_create(
+                libc::CLOCK_MONOTONIC,
+                libc::TFD_CLOEXEC | libc::TFD_NONBLOCK,
+            )
+        };
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: `fd` was just created and is owned by nobody else.
+        Ok(Timer(unsafe {
+            <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd)
+        }))
+    }
+
+    /// Expires once after `after` (zero: disarms). Replaces any earlier setting.
+    pub fn set(&self, after: std::time::Duration) {
+        let value = libc::timespec {
+            tv_sec: after.as_secs().min(i32::MAX as u64) as libc::time_t,
+            tv_nsec: after.subsec_nanos() as libc::c_long,
+        };
+        let spec = libc::itimerspec {
+            it_interval: libc::timespec {
+                tv_sec: 0,
+                tv_nsec: 0,
+            },
+            it_value: value,
+        };
+        // SAFETY: a valid timer descriptor and a valid `itimerspec`; the old value is not
+        // asked for. It cannot fail with valid arguments.
+        unsafe { libc::timerfd_settime(self.0.as_raw_fd(), 0, &spec, std::ptr::null_mut()) };
+    }
+
+    /// Clears an expiry (so the descriptor stops being readable).
+    pub fn clear(&self) {
+        let mut count = [0u8; 8];
+        // SAFETY: reads at most 8 bytes into an 8-byte buffer; non-blocking.
+        unsafe { libc::read(self.0.as_raw_fd(), count.as_mut_ptr().cast(), 8) };
+    }
+
+    pub fn fd(&self) -> i32 {
+        self.0.as_raw_fd()
+    }
+}
+
+/// No timer where `timerfd` is missing: the plugin then never runs invokes on its reader.
+#[cfg(not(target_os = "linux"))]
+pub(crate) struct Timer;
+
+#[cfg(not(target_os = "linux"))]
+impl Timer {
+    pub fn new() -> io::Result<Timer> {
+        Err(io::Error::new(io::ErrorKind::Unsupported, "no timerfd"))
+    }
+    pub fn set(&self, _: std::time::Duration) {}
+    pub fn clear(&self) {}
+    pub fn fd(&self) -> i32 {
+        -1
+    }
+}
+
+/// Waits until `a` or `b` is readable (a negative `b` is not watched), at most `timeout`
+/// (`None`: no bound). Returns which of the two are ready.
+pub(crate) fn wait_either(
+    a: i32,
+    b: i32,
+    timeout: Option<std::time::Duration>,
+) -> io::Result<(bool, bool)> {
+    let ms = timeout.map_or(-1, |t| {
+        t.as_micros().div_ceil(1000).min(i32::MAX as u128) as i32
+    });
+    let pfd = |fd| libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    let mut fds = [pfd(a), pfd(b)];
+    loop {
+        // SAFETY: two valid `pollfd`s that live for the whole call (poll ignores fd < 0).
+        let rc = unsafe { libc::poll(fds.as_mut_ptr(), 2, ms) };
+        if rc >= 0 {
+            return Ok((fds[0].revents != 0, fds[1].revents != 0));
+        }
+        let e = io::Error::last_os_error();
+        if e.kind() != io::ErrorKind::Interrupted {
+            return Err(e);
+        }
+    }
+}
+
 /// A descriptor written as a blocking one is even when it is not: a write that would block
 /// waits for room instead of failing. The plugin's protocol output needs it: stdout is
 /// shared with whoever started the plugin, which may have made it non-blocking

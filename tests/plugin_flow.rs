@@ -179,9 +179,133 @@ fn a_flood_while_handlers_wait_on_the_host_and_stdout_goes_unread_loses_nothing(
             "sample {id}"
         );
     }
-    eprintln!("{busy} of {n} flooded requests were refused as BUSY");
+    assert_eq!(busy, 0, "0.56 MB is far below the budget");
     drop(writer.join().expect("writer thread"));
     assert_eq!(p.wait_exit(EXIT_TIMEOUT).code(), Some(0));
+}
+
+/// Starts `everything` with `calls` `sample` invokes (ids 1 to `calls`) waiting on the
+/// host, then writes `frames` (one write each, or all in one) followed by the answers to
+/// those calls, reading stdout all the while. Returns every reply by id (each id once)
+/// and how many were refused `BUSY`.
+fn burst_while_calls_wait(
+    calls: u64,
+    frames: Vec<String>,
+    one_write: bool,
+) -> (HashMap<u64, Value>, usize) {
+    let mut p = Raw::spawn();
+    let mut stdin = p.stdin.take().expect("stdin");
+    let init = json!({"jsonrpc":"2.0","id":0,"method":"initialize","params":{
+        "protocolVersion":"2.0","clientInfo":{"name":"test"},"capabilities":{"sampling":{}}}});
+    writeln!(stdin, "{init}").unwrap();
+    assert_eq!(p.read()["id"], json!(0));
+    for id in 1..=calls {
+        stdin
+            .write_all(invoke_line(id, "sample", &json!({"prompt":"hi"})).as_bytes())
+            .unwrap();
+    }
+    let mut reverse_ids = Vec::new();
+    while reverse_ids.len() < calls as usize {
+        let v = p.read();
+        assert_eq!(v["method"], json!("sampling/createMessage"), "{v}");
+        reverse_ids.push(v["id"].clone());
+    }
+    let n = frames.len();
+    let answers: String = reverse_ids
+        .iter()
+        .map(|rid| {
+            let answer = json!({"jsonrpc":"2.0","id":rid,"result":{
+                "role":"assistant","content":{"type":"text","text":"ok"},"model":"m","stopReason":"endTurn"}});
+            format!("{answer}\n")
+        })
+        .collect();
+    let writer = thread::spawn(move || {
+        if one_write {
+            stdin
+                .write_all(frames.concat().as_bytes())
+                .expect("write the burst");
+        } else {
+            for frame in &frames {
+                stdin.write_all(frame.as_bytes()).expect("write a frame");
+            }
+        }
+        stdin
+            .write_all(answers.as_bytes())
+            .expect("write the answers");
+        stdin
+    });
+    let replies = collect_replies(&mut || p.read(), n + calls as usize);
+    let busy = replies
+        .values()
+        .filter(|r| r["error"]["data"]["errorCode"] == json!("BUSY"))
+        .count();
+    for id in 1..=calls {
+        assert_eq!(
+            replies[&id]["result"]["success"],
+            json!(true),
+            "sample {id}"
+        );
+    }
+    drop(writer.join().expect("writer thread"));
+    assert_eq!(p.wait_exit(EXIT_TIMEOUT).code(), Some(0));
+    (replies, busy)
+}
+
+/// Invokes of `tool` with ids from `first`, `n` of them.
+fn frames(first: u64, n: u64, tool: &str, arguments: &Value) -> Vec<String> {
+    (first..first + n)
+        .map(|id| invoke_line(id, tool, arguments))
+        .collect()
+}
+
+/// Below the budget nothing is refused, whatever the count of requests, how they are
+/// written, and how many handlers wait on the host (the queue used to be 128 jobs long,
+/// and 70 of 200 such invokes were refused).
+#[test]
+fn no_busy_below_the_budget_while_calls_wait_on_the_host() {
+    let sleep = json!({"ms":1});
+    let shapes: [(u64, u64, &str, &Value, bool); 5] = [
+        (1, 200, "sleep", &sleep, false),
+        (1, 1_000, "sleep", &sleep, false),
+        (1, 500, "sleep", &sleep, true),
+        (4, 2_000, "echo", &json!({"text":"hi"}), false),
+        (4, 6_000, "echo", &json!({"text":"hi"}), true),
+    ];
+    for (calls, n, tool, args, one_write) in shapes {
+        let (replies, busy) =
+            burst_while_calls_wait(calls, frames(calls + 1, n, tool, args), one_write);
+        assert_eq!(
+            busy,
+            0,
+            "{calls} call(s) waiting, {n} `{tool}` in {}",
+            if one_write {
+                "one write"
+            } else {
+                "one write each"
+            }
+        );
+        for id in calls + 1..=calls + n {
+            assert_eq!(replies[&id]["result"]["success"], json!(true), "id {id}");
+        }
+    }
+}
+
+/// Past the budget (the queue's 8 MiB and the waiting list's 8 MiB, while every slot holds
+/// a handler waiting on the host), requests are refused `BUSY`, and each still gets one
+/// reply.
+#[test]
+fn busy_past_the_budget_and_every_id_answered_once() {
+    let big = json!({"text": "x".repeat(1024 * 1024)});
+    let n = 24;
+    let (replies, busy) = burst_while_calls_wait(4, frames(5, n, "echo", &big), false);
+    assert!(busy >= 1, "24 MiB while 4 calls wait: none refused");
+    for id in 5..5 + n {
+        let r = &replies[&id];
+        let ok = r["result"]["success"] == json!(true)
+            || r["error"]["data"]["errorCode"] == json!("BUSY");
+        assert!(ok, "id {id}: {}", r.to_string().len());
+    }
+    eprintln!("{busy} of {n} 1 MiB invokes refused as BUSY");
 }
 
 /// Fills the four invoke slots with `sleep ms` handlers (ids 1-4), then queues `echo`
@@ -329,6 +453,22 @@ fn oversized_frames_with_non_scalar_ids_are_answered_with_null() {
     ));
     assert_eq!(p.recv().raw_id().as_deref(), Some("\"s-1\""));
     let _ = RECV_TIMEOUT;
+    p.finish();
+}
+
+/// An oversized frame is answered `frame_too_large` unless its id belongs to a call of
+/// ours that is actually waiting. An id of the runtime's own shape (`"ex-77"`) with the
+/// `method` past the head used to get no reply at all.
+#[test]
+fn an_oversized_frame_with_an_id_of_our_shape_but_no_call_waiting_is_answered() {
+    let mut p = Conn::spawn();
+    let bulk = "x".repeat(17 * 1024 * 1024);
+    p.send_line(&format!(
+        r#"{{"jsonrpc":"2.0","id":"ex-77","params":{{"tool":"echo","arguments":{{"t":"{bulk}"}}}},"method":"invoke"}}"#
+    ));
+    let m = p.recv();
+    assert_eq!(m.raw_id().as_deref(), Some("\"ex-77\""), "{}", m.raw);
+    assert_eq!(m.error()["data"]["errorCode"], json!("frame_too_large"));
     p.finish();
 }
 

@@ -5,7 +5,7 @@ use std::fmt::Write;
 
 /// One panel: a title, a unit, and per group (placement) one value per series (subject).
 pub struct Panel<'a> {
-    pub title: &'a str,
+    pub title: String,
     pub unit: &'a str,
     pub groups: Vec<(&'a str, Vec<Option<f64>>)>,
 }
@@ -62,7 +62,7 @@ fn draw_panel(svg: &mut String, x0: f64, panel: &Panel) {
         svg,
         r#"<text x="{x0}" y="{}" font-weight="bold">{} ({})</text>"#,
         TOP + 5.0,
-        escape(panel.title),
+        escape(&panel.title),
         escape(panel.unit)
     );
     let base = plot_top + plot_h;

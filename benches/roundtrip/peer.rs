@@ -9,25 +9,25 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::bounded;
 use serde_json::Value;
 
-/// The frame of invoke `id`: `echo {"text":"hi"}`.
-pub fn invoke(id: u64) -> String {
+/// The frame of invoke `id`: `echo {"text":TEXT}`.
+pub fn invoke(id: u64, text: &str) -> String {
     format!(
-        "{{\"jsonrpc\":\"2.0\",\"id\":{id},\"method\":\"invoke\",\"params\":{{\"tool\":\"echo\",\"arguments\":{{\"text\":\"hi\"}},\"context\":{{\"invoke_id\":\"bench-{id}\"}}}}}}\n"
+        "{{\"jsonrpc\":\"2.0\",\"id\":{id},\"method\":\"invoke\",\"params\":{{\"tool\":\"echo\",\"arguments\":{{\"text\":\"{text}\"}},\"context\":{{\"invoke_id\":\"bench-{id}\"}}}}}}\n"
     )
 }
 
 /// Frames for ids `first..first + count`, rendered before any timing starts.
-fn frames(first: u64, count: u64) -> Vec<u8> {
-    let mut all = Vec::with_capacity(count as usize * 140);
+fn frames(first: u64, count: u64, text: &str) -> Vec<u8> {
+    let mut all = Vec::with_capacity(count as usize * (140 + text.len()));
     for id in first..first + count {
-        all.extend_from_slice(invoke(id).as_bytes());
+        all.extend_from_slice(invoke(id, text).as_bytes());
     }
     all
 }
 
 /// Checks one reply: the expected id (when given), `success: true`, and for subjects that
-/// echo, `data.text == "hi"`. Returns the id.
-pub fn check_reply(line: &[u8], expected: Option<u64>, echoes: bool) -> u64 {
+/// echo, `data.text` of `len` bytes (the text sent). Returns the id.
+pub fn check_reply(line: &[u8], expected: Option<u64>, echoes: bool, len: usize) -> u64 {
     let text = String::from_utf8_lossy(line);
     let v: Value =
         serde_json::from_slice(line).unwrap_or_else(|e| panic!("reply is not JSON ({e}): {text}"));
@@ -39,7 +39,13 @@ pub fn check_reply(line: &[u8], expected: Option<u64>, echoes: bool) -> u64 {
     }
     assert_eq!(v["result"]["success"], true, "not a success: {text}");
     if echoes {
-        assert_eq!(v["result"]["data"]["text"], "hi", "not an echo: {text}");
+        let echoed = v["result"]["data"]["text"].as_str().map(str::len);
+        assert_eq!(
+            echoed,
+            Some(len),
+            "not an echo: {}",
+            &text[..text.len().min(300)]
+        );
     }
     id
 }
@@ -54,6 +60,8 @@ pub struct Peer {
     pub check_all: bool,
     /// Whether replies carry the arguments back as `data`.
     pub echoes: bool,
+    /// The `text` argument of every invoke (`hi` unless set).
+    pub text: String,
     next_id: u64,
 }
 
@@ -78,6 +86,7 @@ impl Peer {
             line: Vec::with_capacity(4096),
             check_all,
             echoes,
+            text: "hi".into(),
             next_id: 1,
         }
     }
@@ -106,15 +115,16 @@ impl Peer {
     pub fn call(&mut self, check: bool) -> Duration {
         let id = self.next_id;
         self.next_id += 1;
-        let frame = invoke(id);
+        let frame = invoke(id, &self.text);
         let start = Instant::now();
         self.stdin.write_all(frame.as_bytes()).expect("write");
         self.stdin.flush().expect("flush");
         let (echoes, check) = (self.echoes, check || self.check_all);
+        let len = self.text.len();
         let line = self.read_line();
         let took = start.elapsed();
         if check {
-            check_reply(line, Some(id), echoes);
+            check_reply(line, Some(id), echoes, len);
         }
         took
     }
@@ -142,7 +152,8 @@ impl Peer {
     pub fn pipelined(&mut self, count: u64, in_flight: Option<usize>) -> f64 {
         let first = self.next_id;
         self.next_id += count;
-        let all = frames(first, count);
+        let all = frames(first, count, &self.text);
+        let len = self.text.len();
         let ends: Vec<usize> = all
             .iter()
             .enumerate()
@@ -179,7 +190,7 @@ impl Peer {
                 let n = stdout.read_until(b'\n', line).expect("read");
                 assert!(n > 0, "plugin closed its stdout");
                 if check_all || i == 0 {
-                    let id = check_reply(line, None, echoes);
+                    let id = check_reply(line, None, echoes, len);
                     let slot = id.checked_sub(first).expect("id in range") as usize;
                     if check_all {
                         assert!(!seen[slot], "two replies to request {id}");

@@ -193,6 +193,39 @@ fn print_ratios(
             println!("  free {label} (schedstat): {}", parts.join(", "));
         }
     }
+    if let Some(b) = bare {
+        for (p, placement) in placements.iter().enumerate() {
+            let parts: Vec<String> = crate::sweep::SIZES
+                .iter()
+                .enumerate()
+                .map(|(i, (_, label, _))| {
+                    let at = |c: &Cell| c.sweep.iter().map(|r| r[i]).collect::<Vec<f64>>();
+                    let (e, bare) = (at(&grid[p][0]), at(&grid[p][b]));
+                    format!(
+                        "{label} {}x ({} against {} invokes/s)",
+                        opt(ratio(&e, &bare), 2),
+                        opt(med(&e), 0),
+                        opt(med(&bare), 0)
+                    )
+                })
+                .collect();
+            println!(
+                "  {:<11} sweep, {} in flight, executa/bare --echo: {}",
+                placement.short(),
+                crate::sweep::IN_FLIGHT,
+                parts.join(", ")
+            );
+        }
+    }
+    for (p, placement) in placements.iter().enumerate() {
+        let hol = &grid[p][0].hol_ms;
+        println!(
+            "  {:<11} head of line: worst `health` wait behind a 1.5 s run {} ms (median of rounds; rounds {})",
+            placement.short(),
+            opt(med(hol), 2),
+            range(hol)
+        );
+    }
     for (p, placement) in placements.iter().enumerate() {
         let h = &host_pairs[p];
         println!(
@@ -208,8 +241,8 @@ fn print_ratios(
 /// The chart of round-trip p50 and pipelined throughput, from this run's medians.
 pub fn chart(subjects: &[Subject], placements: &[Placement], grid: &[Vec<Cell>]) -> String {
     let names: Vec<&str> = subjects.iter().map(|s| s.name).collect();
-    let panel = |title, unit, pick: fn(&Cell) -> &Vec<f64>, scale: f64| Panel {
-        title,
+    let panel = |title: &str, unit, pick: fn(&Cell) -> &Vec<f64>, scale: f64| Panel {
+        title: title.into(),
         unit,
         groups: placements
             .iter()
@@ -234,6 +267,41 @@ pub fn chart(subjects: &[Subject], placements: &[Placement], grid: &[Vec<Cell>])
                 |c| &c.rate,
                 1e-3,
             ),
+            sweep_panel(subjects, placements, grid),
         ],
     )
+}
+
+/// executa's pipelined rate over the echoing bare loop's at each argument size (8 in
+/// flight, cross-core where it ran), and the head-of-line wait in the title.
+fn sweep_panel<'a>(
+    subjects: &'a [Subject],
+    placements: &[Placement],
+    grid: &[Vec<Cell>],
+) -> Panel<'a> {
+    let p = placements
+        .iter()
+        .position(|&p| p == Placement::CrossCore)
+        .unwrap_or(0);
+    let bare = subjects.iter().position(|s| s.name.starts_with("bare"));
+    let groups = crate::sweep::SIZES
+        .iter()
+        .enumerate()
+        .map(|(i, (_, label, _))| {
+            let at = |c: &Cell| c.sweep.iter().map(|r| r[i]).collect::<Vec<f64>>();
+            let values = (0..subjects.len())
+                .map(|s| match (s, bare) {
+                    (0, Some(b)) => ratio(&at(&grid[p][0]), &at(&grid[p][b])),
+                    _ => None,
+                })
+                .collect();
+            (*label, values)
+        })
+        .collect();
+    let hol = med(&grid[p][0].hol_ms).unwrap_or(f64::NAN);
+    Panel {
+        title: format!("size sweep, executa/bare echo; worst health wait {hol:.1} ms"),
+        unit: "x the bare loop, 8 in flight, higher is better",
+        groups,
+    }
 }

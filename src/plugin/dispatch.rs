@@ -31,9 +31,6 @@ pub(crate) struct Scratch {
     replying: bool,
     /// The link of this thread's last invoke, reused when no handle to it survived.
     link: Option<Arc<InvokeLink>>,
-    /// Whether this is the reader's scratch (its runs are timed more strictly, see
-    /// `quick.rs`).
-    pub on_reader: bool,
 }
 
 /// A reply frame grown past this is given back rather than kept for the next reply.
@@ -256,14 +253,7 @@ impl Service {
         let id = line.bytes(&id);
         let ran = match parts {
             Ok(parts) => {
-                self.run_tool(
-                    id,
-                    &line,
-                    parts,
-                    frame,
-                    &mut scratch.link,
-                    scratch.on_reader,
-                );
+                self.run_tool(id, &line, parts, frame, &mut scratch.link);
                 true
             }
             Err(error) => {
@@ -288,7 +278,6 @@ impl Service {
         parts: InvokeParts,
         frame: &mut Vec<u8>,
         link: &mut Option<Arc<InvokeLink>>,
-        on_reader: bool,
     ) {
         let tool = &self.tools[parts.tool];
         // The reader parsed this line, so it is UTF-8 and the spans are JSON values.
@@ -306,23 +295,11 @@ impl Service {
         frame.extend_from_slice(id);
         frame.extend_from_slice(b",\"result\":{\"success\":true,\"data\":");
         let data_at = frame.len();
-        let started = Instant::now();
-        super::relay::take_waited();
         let outcome = catch_unwind(AssertUnwindSafe(|| {
             (tool.handler)(arguments, &tool.params, &invocation, frame)
         }));
         // The invoke ends here: its secrets are wiped and its handles refuse new calls.
-        let ended = invocation.end();
-        if !self.opts.inline.is_zero() {
-            // Time spent waiting on the host is not the handler's own; a call to the host
-            // counts against it only where the reader cannot read its answer itself.
-            let took = started
-                .elapsed()
-                .saturating_sub(super::relay::take_waited());
-            let called = ended.called_host() && !self.relay.pumpable();
-            tool.quick.record(took, called, self.opts.inline, on_reader);
-        }
-        *link = Some(ended);
+        *link = Some(invocation.end());
         match outcome {
             Ok(Ok(())) => {
                 if frame.get(data_at) != Some(&b'{') {

@@ -20,9 +20,9 @@ pub(crate) enum Event {
     Drained,
     /// The writer flushed and stopped.
     WriterDone,
-    /// The reader runs invokes again after a quiet spell: the main thread resumes its
-    /// looks for a stalled one (see `relay.rs`).
-    Watch,
+    /// The relay's timer expired: a run on the reader may have lasted too long (see
+    /// `relay.rs`). Not a byte on the socket: the timer's own descriptor.
+    Timer,
 }
 
 impl Event {
@@ -33,7 +33,7 @@ impl Event {
             Event::OutputBroken => b'O',
             Event::Drained => b'D',
             Event::WriterDone => b'W',
-            Event::Watch => b'L',
+            Event::Timer => b'T',
         }
     }
 
@@ -44,7 +44,6 @@ impl Event {
             b'O' => Event::OutputBroken,
             b'D' => Event::Drained,
             b'W' => Event::WriterDone,
-            b'L' => Event::Watch,
             _ => return None,
         })
     }
@@ -71,20 +70,27 @@ impl Notifier {
     }
 }
 
-/// The receiving side, owned by the main thread.
-pub(crate) struct Events(UnixStream);
+/// The receiving side, owned by the main thread: the socket, and the descriptor of a
+/// timer (`-1`: none) that reports [`Event::Timer`] while it is expired.
+pub(crate) struct Events(UnixStream, i32);
 
 /// A socket pair: the receiver for main, and a notifier to clone.
 pub(crate) fn channel() -> io::Result<(Events, Notifier)> {
     let (rx, tx) = UnixStream::pair()?;
     tx.set_nonblocking(true)?;
-    Ok((Events(rx), Notifier(tx)))
+    rx.set_nonblocking(true)?;
+    Ok((Events(rx, -1), Notifier(tx)))
 }
 
 impl Events {
+    /// Also waits for the timer behind `fd` (it must outlive this receiver's waits).
+    pub fn watch_timer(&mut self, fd: i32) {
+        self.1 = fd;
+    }
+
     /// Blocks until an event arrives or `deadline` passes (`None`: no deadline, used only
     /// while serving, when some thread always reports eventually). Returns `None` on
-    /// timeout.
+    /// timeout. An expired timer is reported until whoever handles it clears it.
     pub fn wait(&mut self, deadline: Option<Instant>) -> io::Result<Option<Event>> {
         loop {
             let timeout = match deadline {
@@ -94,7 +100,11 @@ impl Events {
                     _ => return Ok(None),
                 },
             };
-            self.0.set_read_timeout(timeout)?;
+            let (socket, timer) =
+                crate::sys::wait_either(std::os::fd::AsRawFd::as_raw_fd(&self.0), self.1, timeout)?;
+            if !socket {
+                return Ok(timer.then_some(Event::Timer));
+            }
             let mut byte = [0u8; 1];
             match self.0.read(&mut byte) {
                 Ok(0) => return Err(io::Error::other("event socket closed")),
@@ -106,12 +116,8 @@ impl Events {
                 Err(e)
                     if matches!(
                         e.kind(),
-                        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
-                    ) =>
-                {
-                    return Ok(None);
-                }
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                        io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted
+                    ) => {}
                 Err(e) => return Err(e),
             }
         }

@@ -1,8 +1,9 @@
 //! What the reader may hold in the request queue, and how a waiting reader is woken.
 //!
 //! Requests read but not yet taken by a dispatch thread hold at most [`INTAKE_BYTES`]
-//! (their lines plus a fixed overhead each), besides the queue's slot count. When either is
-//! spent the reader stops reading stdin until a dispatch thread takes a job, so a flood waits
+//! (their lines plus a fixed overhead each, so a flood of tiny frames is bounded too; no
+//! count is, so tiny requests are kept up to the same budget as large ones). When it is
+//! spent the reader stops reading stdin until dispatch threads take jobs, so a flood waits
 //! in the pipe. It is woken, not polling, by whoever changes what it waits for: a dispatch
 //! thread taking a job, or a handler starting a call to the host (then the reader must keep
 //! reading, because the answer may be right behind the flood; see `reader.rs`).
@@ -29,12 +30,9 @@ const KEEP_BUFFER_BYTES: usize = 16 * 1024;
 const WAIT_BOUND: Duration = Duration::from_millis(100);
 
 pub(crate) struct Intake {
+    /// Bytes held by queued jobs: a waiting reader is woken only once half of the budget is
+    /// free, so it reads a burst per wake-up instead of one frame per job taken.
     held: AtomicUsize,
-    /// Jobs in the queue, and the queue's slots: a waiting reader is woken only once the
-    /// queue is half empty (by bytes and by slots), so it reads a burst per wake-up
-    /// instead of one frame per job taken.
-    jobs: AtomicUsize,
-    slots: usize,
     bell: Arc<Bell>,
     free: Mutex<Vec<Vec<u8>>>,
 }
@@ -80,11 +78,9 @@ impl Bell {
 }
 
 impl Intake {
-    pub fn new(slots: usize) -> Intake {
+    pub fn new() -> Intake {
         Intake {
             held: AtomicUsize::new(0),
-            jobs: AtomicUsize::new(0),
-            slots,
             bell: Arc::default(),
             free: Mutex::new(Vec::new()),
         }
@@ -110,10 +106,7 @@ impl Intake {
                 Ordering::SeqCst,
                 Ordering::SeqCst,
             ) {
-                Ok(_) => {
-                    self.jobs.fetch_add(1, Ordering::SeqCst);
-                    return true;
-                }
+                Ok(_) => return true,
                 Err(now) => held = now,
             }
         }
@@ -122,14 +115,12 @@ impl Intake {
     /// Whether a waiting reader should go on: the queue is at most half full.
     pub fn drained(&self) -> bool {
         self.held.load(Ordering::SeqCst) <= INTAKE_BYTES / 2
-            && self.jobs.load(Ordering::SeqCst) <= self.slots / 2
     }
 
     /// Gives back what a job held (it left the queue) and wakes a waiting reader once the
     /// queue is half empty.
     pub fn release(&self, weight: usize) {
         self.held.fetch_sub(weight, Ordering::SeqCst);
-        self.jobs.fetch_sub(1, Ordering::SeqCst);
         if self.drained() {
             self.wake();
         }
@@ -180,7 +171,7 @@ mod tests {
 
     #[test]
     fn the_budget_admits_one_job_of_any_size_and_then_holds_the_line() {
-        let intake = Intake::new(8);
+        let intake = Intake::new();
         assert!(
             intake.try_reserve(INTAKE_BYTES * 2),
             "nothing held: admitted"
@@ -194,7 +185,7 @@ mod tests {
 
     #[test]
     fn a_release_wakes_a_waiting_reader() {
-        let intake = std::sync::Arc::new(Intake::new(8));
+        let intake = std::sync::Arc::new(Intake::new());
         assert!(intake.try_reserve(INTAKE_BYTES));
         let other = intake.clone();
         let t = std::thread::spawn(move || {
@@ -213,7 +204,7 @@ mod tests {
 
     #[test]
     fn buffers_are_reused_and_large_ones_freed() {
-        let intake = Intake::new(8);
+        let intake = Intake::new();
         let mut b = intake.buffer(100);
         b.extend_from_slice(b"abc");
         let ptr = b.as_ptr();

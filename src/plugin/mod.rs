@@ -11,7 +11,6 @@ mod job;
 mod options;
 mod output;
 mod pool;
-mod quick;
 mod reader;
 mod relay;
 pub mod reverse;

@@ -34,20 +34,18 @@ pub struct Options {
     /// wall time (a token bucket); an idle or paced plugin never polls. Ignored where only
     /// one CPU is usable. Default 100 µs; `Duration::ZERO` never polls.
     pub spin: Duration,
-    /// How long a tool's runs may take for the reader thread to run its invokes itself,
-    /// sparing the hand-off to another thread (a wake-up: 20-30 µs of CPU on a VM). A run's
-    /// time is its own work: time waiting on the host is not counted, since while the
-    /// handler on the reader waits for the host's answer, the reader reads on (it serves
-    /// other requests and reads that answer itself). A tool qualifies after 8 runs in a row
-    /// under this limit; one slower run on the reader, or a run whose reading had to move to
-    /// a new reader thread, sends it back to the dispatch side: for 16 runs the first time,
-    /// twice as many each later time, up to 256. Other requests
-    /// wait in the pipe while the reader runs an invoke's own work, at most 1-2 s: a call
-    /// to the host from another thread while it runs hands reading to a new reader thread
-    /// at once, and so does a run still going after a second (it may wait for a later
-    /// request). With an input the runtime cannot poll (a custom `Read` given to
-    /// `Plugin::serve`), any call to the host hands reading over and counts as slow.
-    /// Default 50 µs; `Duration::ZERO` never runs invokes on the reader.
+    /// The longest any request waits behind a handler the reader thread runs itself. The
+    /// reader runs an invoke itself, sparing the hand-off to another thread (a wake-up:
+    /// 20-30 µs of CPU on a VM, more than most handlers take), when an invoke slot is free,
+    /// no handler waits on the host, and it has spent less than this in handlers since it
+    /// last caught up with its input. A run still going after this long hands reading to a
+    /// new reader thread (a timer fires; nothing is polled), which sends what it finds
+    /// waiting to the dispatch threads, so a tool that is usually quick and once slow
+    /// holds nothing up for longer than this, whatever it did before. A call to the host
+    /// from the handler is read by the reader itself; one from any other thread hands
+    /// reading over at once. Where the platform has no `timerfd` (outside Linux), the
+    /// reader never runs invokes. Default 2 ms; `Duration::ZERO` never runs invokes on the
+    /// reader.
     pub inline: Duration,
 }
 
@@ -62,7 +60,7 @@ impl Default for Options {
             handle_signals: true,
             worker_linger: Duration::from_millis(50),
             spin: Duration::from_micros(100),
-            inline: Duration::from_micros(50),
+            inline: Duration::from_millis(2),
         }
     }
 }

@@ -55,6 +55,8 @@ struct Slots<J> {
     waiting: VecDeque<J>,
     bytes: usize,
     intake: Admission,
+    /// Threads waiting in [`Pool::admit`] for room in the list.
+    blocked: usize,
 }
 
 /// What to do with an invoke that wants to start.
@@ -91,6 +93,7 @@ impl<J: Waiting> Pool<J> {
                 waiting: VecDeque::new(),
                 bytes: 0,
                 intake: Admission::Open,
+                blocked: 0,
             }),
             room: Condvar::new(),
             limit,
@@ -219,11 +222,18 @@ impl<J: Waiting> Pool<J> {
                 slots.waiting.push_back(job);
                 return Admit::Deferred;
             }
+            slots.blocked += 1;
             slots = self
                 .room
                 .wait(slots)
                 .unwrap_or_else(std::sync::PoisonError::into_inner);
+            slots.blocked -= 1;
         }
+    }
+
+    /// Whether a thread waits for room in the waiting list: the list's budget is spent.
+    pub fn admit_blocked(&self) -> bool {
+        self.slots().blocked > 0
     }
 
     /// Takes a slot for an invoke the reader runs itself, only when one is free at once

@@ -1,5 +1,14 @@
-//! The reader thread: owns the protocol input, settles answers to our own calls, and
-//! queues host requests for the dispatch side. It never waits on a handler.
+//! The reader thread: owns the protocol input, settles answers to our own calls, queues
+//! host requests for the dispatch side, and runs an invoke itself when that is safe.
+//!
+//! Scheduling: an invoke runs on the reader (no hand-off, no second wake-up, one read and
+//! one write per burst like a single-threaded loop) when a slot is free, no handler waits
+//! on the host, and the reader has spent less than `Options::inline` in handlers since it
+//! last caught up with its input; otherwise it goes to the dispatch side. A run on the
+//! reader that lasts `Options::inline` hands reading to a new reader thread (`relay.rs`,
+//! by a timer), and that reader sends what it finds buffered to the dispatch side until it
+//! catches up. So no request waits behind another's handler for longer than that,
+//! whatever the tools did before.
 //!
 //! Flow control: a request is queued when the request queue has room (slots and bytes, see
 //! `intake.rs`). When it has none, the reader waits for room, so a flood stays in the pipe,
@@ -15,7 +24,7 @@ use std::os::fd::{AsRawFd, RawFd};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::{Sender, TrySendError};
+use crossbeam_channel::Sender;
 use serde_json::json;
 
 use crate::error::{RpcError, codes};
@@ -65,6 +74,7 @@ pub(crate) fn start<R: Read + Send + 'static>(
             logged: None,
         },
         batch: Batch::default(),
+        spent: Duration::ZERO,
     };
     // The first reader starts the way a relief reader does: one thread start-up in the
     // binary, not two.
@@ -82,11 +92,13 @@ pub(crate) struct ReadState<R> {
     eof: Option<String>,
     reader: Reader,
     batch: Batch,
+    /// Time spent in handlers on the reader since it last caught up with its input.
+    spent: Duration,
 }
 
 /// What reading one frame came to.
 enum Step {
-    /// An invoke the reader may run itself (see `quick.rs`).
+    /// An invoke the reader may run itself.
     Invoke(InvokeJob),
     /// The frame was dealt with (queued, settled, refused or ignored).
     Handled,
@@ -208,7 +220,10 @@ impl<R: Read + Send + 'static> ReadRole for ReadState<R> {
         crate::threads::spawn("executa-reader".into(), move || {
             // `None`: the old reader took its state back first and reads on.
             let state = svc.relay.take().map(|role| role.downcast::<ReadState<R>>());
-            if let Some(Ok(state)) = state {
+            if let Some(Ok(mut state)) = state {
+                // The old reader is still in a handler: what waits behind it goes to the
+                // dispatch side until this reader catches up.
+                state.spent = svc.opts.inline;
                 read_loop(state);
             }
         })
@@ -225,15 +240,22 @@ impl<R: Read + Send + 'static> ReadRole for ReadState<R> {
 fn read_loop<R: Read + Send + 'static>(mut state: Box<ReadState<R>>) {
     let svc = state.reader.svc.clone();
     let mut scratch = Scratch::default();
-    scratch.on_reader = true;
     let why = loop {
         if let Some(why) = state.eof.take() {
             break why;
         }
-        if state.batch.bytes.len() >= BATCH_BYTES || !state.frames.has_buffered_frame() {
+        if !state.frames.has_buffered_frame() {
+            // Caught up: the next read may wait, with no run to time.
+            state.batch.flush(&svc);
+            state.spent = Duration::ZERO;
+            svc.relay.rest();
+        } else if state.batch.bytes.len() >= BATCH_BYTES {
             state.batch.flush(&svc);
         }
         match state.step(None) {
+            Step::Invoke(job) if state.spent >= svc.opts.inline => {
+                state.reader.queue(job.into_job(), &mut state.batch);
+            }
             Step::Invoke(job) => match run_inline(&svc, state, job, &mut scratch) {
                 Some(back) => state = back,
                 None => return,
@@ -253,26 +275,25 @@ fn read_loop<R: Read + Send + 'static>(mut state: Box<ReadState<R>>) {
     svc.events.notify(Event::InputClosed);
 }
 
-/// Runs an invoke on the reader thread if its tool is quick and a slot is free, with the
-/// reading state parked meanwhile; queues it otherwise. Returns the state, or `None` when
-/// it moved to a new reader meanwhile (this thread then finishes and ends).
+/// Runs an invoke on the reader thread if a slot is free, with the reading state parked
+/// meanwhile (and timed, `relay.rs`); queues it otherwise. Returns the state, or `None`
+/// when it moved to a new reader meanwhile (this thread then finishes and ends).
 fn run_inline<R: Read + Send + 'static>(
     svc: &Arc<Service>,
     state: Box<ReadState<R>>,
     job: InvokeJob,
     scratch: &mut Scratch,
 ) -> Option<Box<ReadState<R>>> {
+    let started = Instant::now();
     let mut kept = Some(state);
-    let mut ran = None;
-    let outcome = svc.execute_if(job, scratch, &mut |index| {
-        let go = svc.tools[index].quick.is_quick() && svc.pool.try_start();
+    let outcome = svc.execute_if(job, scratch, &mut |_| {
+        let go = svc.pool.try_start();
         if go && let Some(state) = kept.take() {
             svc.relay.park(state);
             // A call registered just before the park may not have seen it: look again.
             if svc.peer.pending.len() > 0 {
                 let _ = svc.relay.relieve();
             }
-            ran = Some(index);
             relay::running_here(true);
         }
         go
@@ -280,11 +301,9 @@ fn run_inline<R: Read + Send + 'static>(
     relay::running_here(false);
     match (outcome, &mut kept) {
         (Ok(true), _) => {
-            let back = take::<R>(svc);
-            // Reading had to move to a new thread while it ran: not a tool for the reader
-            // for a while. (A hand-over for invokes that waited for the slot is not its doing.)
-            if let (None, Some(index)) = (&back, ran) {
-                svc.tools[index].quick.penalize();
+            let mut back = take::<R>(svc);
+            if let Some(state) = &mut back {
+                state.spent += started.elapsed();
             }
             return finish_slot(svc, back, scratch);
         }
@@ -298,8 +317,8 @@ fn run_inline<R: Read + Send + 'static>(
 
 /// After an invoke the reader ran in a slot of its own, with its state taken back (`kept`;
 /// `None`: a new reader has it): runs the invokes that waited for the slot, as the thread
-/// whose invoke finished always does. Their tools need not be quick, so reading first moves
-/// to a new reader thread (and if none can start, this thread reads on after them).
+/// whose invoke finished always does. They may be slow, so reading first moves to a new
+/// reader thread (and if none can start, this thread reads on after them).
 fn finish_slot<R: Read + Send + 'static>(
     svc: &Service,
     mut kept: Option<Box<ReadState<R>>>,
@@ -343,7 +362,7 @@ fn reply<R>(svc: &Service, state: Option<&mut ReadState<R>>, frame: &mut Vec<u8>
 
 /// Replies the reader made itself, written together: one write per read from stdin in a
 /// burst, like a single-threaded loop. A reply waits until the reader has handled the
-/// frames already read with it (quick invokes), or until a stalled run is handed over
+/// frames already read with it (invokes it runs), or until a long run is handed over
 /// (`relay.rs`): then the new reader writes it. The batch counts as a reply in hand for the
 /// drain (see `Pool::holding`) until written.
 #[derive(Default)]
@@ -402,7 +421,7 @@ struct Reader {
 }
 
 impl Reader {
-    /// Handles one line. Returns an invoke the caller may run itself (see `quick.rs`).
+    /// Handles one line. Returns an invoke the caller may run itself.
     fn on_line(&mut self, line: &[u8], batch: &mut Batch) -> Option<InvokeJob> {
         // The params are read here, once: where they are not invoke params, the full parse
         // says what the frame is.
@@ -544,54 +563,45 @@ impl Reader {
         };
         log::warn!("executa: {}", error.message);
         let pending = &self.svc.peer.pending;
+        // An oversized answer to a call of ours still waiting fails that call, not the
+        // plugin. Anything else is answered, even with an id of our shape: the frame may be
+        // a request whose `method` lies past the head, and every request gets a reply.
         if let Some(id) = &head.id
             && !head.has_method
-            && pending.is_ours(id.as_raw())
+            && pending.is_waiting(id.as_raw())
+            && pending.settle(id.as_raw(), Err(error.clone()))
         {
-            // An oversized answer to one of our own calls fails that call, not the plugin;
-            // a late one (the call gave up) is dropped, never answered.
-            if !pending.settle(id.as_raw(), Err(error)) {
-                log::warn!("executa: dropped an oversized answer for id {id}");
-            }
             return;
         }
         let id = head.id.unwrap_or_else(Id::null);
         self.queue(Job::Reject { id, error }, batch);
     }
 
-    /// Queues a job, waiting for room unless a handler waits on the host: then a job that
-    /// does not fit is handed back, to be refused.
-    fn enqueue(&self, mut job: Job) -> Result<(), Job> {
+    /// Queues a job, waiting for room. While a handler waits on the host, a job is handed
+    /// back, to be refused, only when the whole budget is spent: the queue's bytes, and the
+    /// waiting list's (a dispatch thread waits for room in it, so the queue cannot drain).
+    /// Short of that the queue drains without the host's help, so the wait is short.
+    fn enqueue(&self, job: Job) -> Result<(), Job> {
         let svc = &*self.svc;
         let weight = job.weight();
+        let spent = || svc.peer.pending.len() > 0 && svc.pool.admit_blocked();
         loop {
             if svc.intake.try_reserve(weight) {
                 let spawn = svc.pool.enqueue();
-                match self.jobs.try_send(job) {
-                    Ok(()) => {
-                        if spawn {
-                            self.svc.spawn_worker();
-                        }
-                        return Ok(());
-                    }
-                    Err(TrySendError::Disconnected(_)) => {
-                        // The dispatch side is gone: the plugin is exiting.
-                        svc.pool.unqueue();
-                        svc.intake.release(weight);
-                        return Ok(());
-                    }
-                    Err(TrySendError::Full(back)) => {
-                        svc.pool.unqueue();
-                        svc.intake.release(weight);
-                        job = back;
-                    }
+                // The queue has no slot count (its bound is the budget above), so this fails
+                // only when the dispatch side is gone: the plugin is exiting.
+                if self.jobs.try_send(job).is_err() {
+                    svc.pool.unqueue();
+                    svc.intake.release(weight);
+                } else if spawn {
+                    self.svc.spawn_worker();
                 }
+                return Ok(());
             }
-            if svc.peer.pending.len() > 0 {
+            if spent() {
                 return Err(job);
             }
-            svc.intake
-                .wait_unless(|| svc.peer.pending.len() > 0 || svc.intake.drained());
+            svc.intake.wait_unless(|| spent() || svc.intake.drained());
         }
     }
 
@@ -607,7 +617,7 @@ impl Reader {
                 let busy = RpcError::with_code(
                     codes::SERVER_BUSY,
                     "BUSY",
-                    "request queue full while a handler waits on the host; retry later",
+                    "request budget spent while a handler waits on the host; retry later",
                 );
                 wire::write_error_to(&mut frame, line.bytes(id), &busy);
             }

@@ -1,57 +1,47 @@
-//! The reading role, and how it is handed over when an invoke the reader runs itself turns
-//! out to wait on the host.
+//! The reading role, and how it moves to a new thread when the reader cannot read.
 //!
-//! The reader thread runs quick invokes itself (see `quick.rs`): no hand-off, no second
-//! wake-up. While it does, nobody reads stdin, so the reader first parks its reading state
-//! here. If any thread then starts a call to the host (the handler itself, a thread it
-//! spawned, or another handler it might wait for), the answer could only come through stdin:
-//! that call takes the parked state and starts a new `executa-reader` thread with it, which
-//! reads on while the call waits. The old reader finishes its invoke, replies, and ends.
+//! The reader thread runs an invoke itself when a slot is free and nothing else needs it
+//! (see `reader.rs`): no hand-off, no second wake-up. While it does, nobody reads stdin, so
+//! it first parks its reading state here. Two things hand the parked state to a new
+//! `executa-reader` thread, which reads on while the old one finishes its invoke, replies,
+//! and ends:
+//! - a call to the host from any thread but the reader itself (its answer can only come
+//!   through stdin; the reader's own calls are read by the reader, [`Relay::pump`]);
+//! - the timer: a run still going [`Relay::new`]'s `limit` after it was parked
+//!   (`Options::inline`), whatever it waits for (its own work, a lock, a later request).
 //!
-//! A run that waits for something behind it in stdin (a later request: a long poll, a
-//! rendezvous of two invokes) is handed over the same way by the main thread, which looks
-//! every [`STALL`] while the reader is in a run and finds it still in the same one. When
-//! the reader is not in a run at a look, the main thread stops looking until the next run
-//! starts (which wakes it), so an idle plugin uses no CPU: at most one look follows the
-//! last invoke.
+//! So no request waits behind a handler on the reader for longer than `limit`, whatever
+//! the tool did before: the bound is a clock, not a record.
 //!
-//! The check is race-free: the reader parks and then looks for waiting calls; a call
+//! The timer (`sys::Timer`, a `timerfd` the main thread waits on beside its events) is
+//! armed when a run is parked and it is not armed yet, and disarmed when the reader is
+//! about to wait for input (`rest`): a burst costs one arming, a lone request an arming
+//! and a disarming (one system call each), and neither wakes a thread. When it expires,
+//! the main thread looks ([`Relay::on_timer`]): the run parked for `limit` is handed over;
+//! a later run gets the timer again for what is left of its `limit`.
+//!
+//! The checks are race-free: the reader parks and then looks for waiting calls; a call
 //! registers and then looks for a parked reader (both sequentially consistent), so at least
 //! one of them sees the other and the state is never left parked while an answer is due.
+//! Likewise a park arms the timer unless it sees it armed, and the main thread disarms and
+//! then looks for a parked run, so no run is left without a timer.
 
 use std::any::Any;
 use std::cell::Cell;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Mutex, OnceLock};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use super::events::{Event, Notifier};
-
-/// How often the main thread looks for a run on the reader that lasts too long: such a run
-/// is handed over after one to two of these.
-pub(crate) const STALL: Duration = Duration::from_secs(1);
+use crate::sys::Timer;
 
 thread_local! {
     /// Whether this thread is a reader running an invoke with its state parked.
     static RUNNING_HERE: Cell<bool> = const { Cell::new(false) };
-    /// How long this thread waited on the host since the last [`take_waited`].
-    static WAITED: Cell<Duration> = const { Cell::new(Duration::ZERO) };
 }
 
 /// Marks the calling (reader) thread as running an invoke with its state parked, or not.
 pub(crate) fn running_here(on: bool) {
     RUNNING_HERE.with(|r| r.set(on));
-}
-
-/// Counts time the calling thread spent waiting on the host (it is not the handler's own
-/// work when its tool is judged quick or slow).
-pub(crate) fn add_waited(d: Duration) {
-    WAITED.with(|w| w.set(w.get().saturating_add(d)));
-}
-
-/// The time counted by [`add_waited`] since the last call.
-pub(crate) fn take_waited() -> Duration {
-    WAITED.with(|w| w.replace(Duration::ZERO))
 }
 
 /// The reading state: a reader loop's input and bookkeeping.
@@ -69,76 +59,108 @@ pub(crate) trait ReadRole: Any + Send {
     fn into_any(self: Box<Self>) -> Box<dyn Any>;
 }
 
-#[derive(Default)]
 pub(crate) struct Relay {
     parked: Mutex<Option<Box<dyn ReadRole>>>,
     /// Whether the reader runs an invoke with its state parked and no new reader has been
     /// asked for yet; read without the lock on every call to the host.
     inline: AtomicBool,
-    /// Parks (and ends of pumps) so far: the main thread tells a long run from a new one
-    /// by it.
-    parks: AtomicUsize,
-    /// Whether the main thread has stopped looking (the reader ran nothing for a while).
-    unwatched: AtomicBool,
-    /// Wakes the main thread when it must look again.
-    watch: OnceLock<Notifier>,
+    /// When the state was last parked, in nanoseconds since `epoch`.
+    since: AtomicU64,
+    epoch: Instant,
+    /// The longest a parked run keeps the reading role.
+    limit: Duration,
+    /// `None` when the reader may not run invokes (`limit` zero, or no timer here).
+    timer: Option<Timer>,
+    /// Whether the timer is set (or about to be).
+    armed: AtomicBool,
     /// Whether the input can be waited on with a timeout (`poll`), so the reader may read
     /// the answers to its own calls (see [`Relay::pump`]).
     pumpable: AtomicBool,
 }
 
 impl Relay {
-    /// Parks the reading state while the reader runs an invoke (waking the main thread's
-    /// watch if it stopped looking).
+    /// A relay whose parked runs are handed over after `limit` (zero: the reader never
+    /// runs invokes, and only the first reader is started through it).
+    pub fn new(limit: Duration) -> Relay {
+        let timer = if limit.is_zero() {
+            None
+        } else {
+            Timer::new().ok()
+        };
+        Relay {
+            parked: Mutex::new(None),
+            inline: AtomicBool::new(false),
+            since: AtomicU64::new(0),
+            epoch: Instant::now(),
+            limit,
+            timer,
+            armed: AtomicBool::new(false),
+            pumpable: AtomicBool::new(false),
+        }
+    }
+
+    /// Whether the reader may run invokes itself (a timer bounds every run).
+    pub fn enabled(&self) -> bool {
+        self.timer.is_some()
+    }
+
+    /// The timer's descriptor, for the main thread to wait on (`-1`: none).
+    pub fn timer_fd(&self) -> i32 {
+        self.timer.as_ref().map_or(-1, Timer::fd)
+    }
+
+    fn now(&self) -> u64 {
+        self.epoch.elapsed().as_nanos().min(u64::MAX as u128) as u64
+    }
+
+    /// Parks the reading state while the reader runs an invoke, and sees that a timer
+    /// runs for it.
     pub fn park(&self, role: Box<dyn ReadRole>) {
         *crate::lock::lock(&self.parked) = Some(role);
-        self.parked_again();
-    }
-
-    /// The state is parked (again): calls may relieve it, and the watch looks at it. After
-    /// a pump too, the watch counts a new run: the reader read until now.
-    fn parked_again(&self) {
-        self.parks.fetch_add(1, Ordering::SeqCst);
+        self.since.store(self.now(), Ordering::SeqCst);
         self.inline.store(true, Ordering::SeqCst);
-        if self.unwatched.load(Ordering::SeqCst)
-            && self.unwatched.swap(false, Ordering::SeqCst)
-            && let Some(watch) = self.watch.get()
+        self.arm(self.limit);
+    }
+
+    /// Sets the timer to expire after `after`, unless it is set already.
+    fn arm(&self, after: Duration) {
+        if let Some(timer) = &self.timer
+            && !self.armed.swap(true, Ordering::SeqCst)
         {
-            watch.notify(Event::Watch);
+            timer.set(after);
         }
     }
 
-    /// Gives the relay its way to wake the main thread (once, at start).
-    pub fn set_watch(&self, watch: Notifier) {
-        let _ = self.watch.set(watch);
+    /// For the reader about to wait for input: no run needs the timer now.
+    pub fn rest(&self) {
+        if let Some(timer) = &self.timer
+            && self.armed.swap(false, Ordering::SeqCst)
+        {
+            timer.set(Duration::ZERO);
+        }
     }
 
-    /// For the main thread, before it waits: whether to look again after [`STALL`]
-    /// (`seen`: the count of parks now, for the next look). Only while the reader is in a
-    /// run; otherwise the main thread waits without a bound, and the next [`Relay::park`]
-    /// asks for a wake-up.
-    pub fn keep_watching(&self, seen: &mut usize) -> bool {
-        *seen = self.parks.load(Ordering::SeqCst);
+    /// For the main thread, when the timer expired: hands the reading role over from a run
+    /// parked `limit` ago; sets the timer again for a younger one.
+    pub fn on_timer(&self) {
+        let Some(timer) = &self.timer else { return };
+        timer.clear();
         if self.inline.load(Ordering::SeqCst) {
-            return true;
+            let ran = Duration::from_nanos(self.now() - self.since.load(Ordering::SeqCst));
+            if ran < self.limit {
+                timer.set(self.limit - ran);
+                return;
+            }
+            log::debug!("executa: a run on the reader passed its limit; reading moves on");
+            if self.relieve().is_err() {
+                log::error!("executa: could not start a reader thread for a long invoke");
+            }
         }
-        // Then look again: a park stores `inline` and then looks at `unwatched`, so either
-        // it sees this store and wakes the watch, or this look sees its run.
-        self.unwatched.store(true, Ordering::SeqCst);
-        if !self.inline.load(Ordering::SeqCst) {
-            return false;
-        }
-        // A park raced with the store above and may not have seen it: watch that run.
-        self.unwatched.store(false, Ordering::SeqCst);
-        *seen = self.parks.load(Ordering::SeqCst);
-        true
-    }
-
-    /// After a look's wait: hands reading over if the reader is still in the run it was in
-    /// at the last look (`seen`), which has then lasted at least [`STALL`].
-    pub fn relieve_stalled(&self, seen: usize) {
-        if self.parks.load(Ordering::SeqCst) == seen && self.relieve().is_err() {
-            log::error!("executa: could not start a reader thread for a stalled invoke");
+        // Then look again: a park stores `inline` and then arms unless armed, so either it
+        // sees this store and arms, or this look sees its run.
+        self.armed.store(false, Ordering::SeqCst);
+        if self.inline.load(Ordering::SeqCst) {
+            self.arm(self.limit);
         }
     }
 
@@ -147,23 +169,18 @@ impl Relay {
         self.pumpable.store(on, Ordering::SeqCst);
     }
 
-    /// Whether the input is pollable.
-    pub fn pumpable(&self) -> bool {
-        self.pumpable.load(Ordering::SeqCst)
-    }
-
     /// Whether a call made on this thread is read by this thread itself ([`Relay::pump`]),
     /// so no new reader is needed for it.
     pub fn pumps_here(&self) -> bool {
-        self.pumpable() && RUNNING_HERE.with(Cell::get)
+        self.pumpable.load(Ordering::SeqCst) && RUNNING_HERE.with(Cell::get)
     }
 
     /// For a call to the host made by the invoke the reader runs, on the reader's own
     /// thread: instead of waking another thread to read the answer and then being woken
     /// by it, the reader reads on itself until `done` (the answer is in) or `until` (`None`:
-    /// no bound), then parks its state again. Returns `false` when it cannot (not this
-    /// thread, or the state moved to a new reader): then the caller waits as any handler
-    /// does.
+    /// no bound), then parks its state again (a new run for the timer: the time it read
+    /// was not its handler's). Returns `false` when it cannot (not this thread, or the
+    /// state moved to a new reader): then the caller waits as any handler does.
     pub fn pump(&self, done: &dyn Fn() -> bool, until: Option<Instant>) -> bool {
         if !self.pumps_here() {
             return false;
@@ -186,10 +203,11 @@ impl Relay {
         role.map(ReadRole::into_any)
     }
 
-    /// Called when a call to the host is registered (and once at start, to start the
-    /// first reader): if a state is parked, a new reader takes over. Cheap otherwise (one
-    /// atomic load). Fails when the thread cannot be started: then the state stays parked
-    /// (a call to the host waits until the running invoke ends or the call times out).
+    /// Called when a call to the host is registered, when the timer finds a run too long,
+    /// and once at start (to start the first reader): if a state is parked, a new reader
+    /// takes over. Cheap otherwise (one atomic swap). Fails when the thread cannot be
+    /// started: then the state stays parked (a call to the host waits until the running
+    /// invoke ends or the call times out; the timer tries again).
     pub fn relieve(&self) -> std::io::Result<()> {
         if !self.inline.swap(false, Ordering::SeqCst) {
             return Ok(());
@@ -222,10 +240,17 @@ mod tests {
         }
     }
 
+    const LIMIT: Duration = Duration::from_millis(20);
+
+    /// Whether the timer's descriptor becomes readable (it expired) within `within`.
+    fn expires(relay: &Relay, within: Duration) -> bool {
+        crate::sys::wait_readable(relay.timer_fd(), within).unwrap()
+    }
+
     #[test]
     fn a_call_while_parked_starts_one_new_reader() {
         let resumed = Arc::new(AtomicUsize::new(0));
-        let relay = Relay::default();
+        let relay = Relay::new(LIMIT);
         relay.relieve().unwrap();
         relay.park(Box::new(Role(resumed.clone())));
         relay.relieve().unwrap();
@@ -238,7 +263,7 @@ mod tests {
     #[test]
     fn without_a_call_the_reader_gets_its_own_state_back() {
         let resumed = Arc::new(AtomicUsize::new(0));
-        let relay = Relay::default();
+        let relay = Relay::new(LIMIT);
         relay.park(Box::new(Role(resumed.clone())));
         let back = relay.take().expect("still parked");
         assert!(back.downcast::<Role>().is_ok());
@@ -246,47 +271,76 @@ mod tests {
         assert_eq!(resumed.load(Ordering::SeqCst), 0);
     }
 
+    #[cfg(target_os = "linux")]
     #[test]
-    fn the_watch_sleeps_when_the_reader_is_not_in_a_run_and_a_park_wakes_it() {
+    fn a_run_parked_past_the_limit_is_handed_over_when_the_timer_expires() {
         let resumed = Arc::new(AtomicUsize::new(0));
-        let relay = Relay::default();
-        let mut seen = usize::MAX;
-        assert!(!relay.keep_watching(&mut seen), "no run: sleep");
+        let relay = Relay::new(LIMIT);
+        assert!(relay.enabled());
         relay.park(Box::new(Role(resumed.clone())));
         assert!(
-            !relay.unwatched.load(Ordering::SeqCst),
-            "the sleeping watch is woken"
+            expires(&relay, Duration::from_secs(10)),
+            "the park armed the timer"
         );
-        assert!(relay.keep_watching(&mut seen), "a run is going on");
-        relay.relieve_stalled(seen);
+        relay.on_timer();
+        assert_eq!(resumed.load(Ordering::SeqCst), 1, "handed over");
+        assert!(!relay.armed.load(Ordering::SeqCst), "nothing left to time");
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_younger_run_gets_the_timer_again_and_a_resting_reader_none() {
+        let resumed = Arc::new(AtomicUsize::new(0));
+        let relay = Relay::new(LIMIT);
+        relay.park(Box::new(Role(resumed.clone())));
+        assert!(expires(&relay, Duration::from_secs(10)));
+        // The first run ended and a second began just now, before the main thread looked.
+        relay.take();
+        relay.park(Box::new(Role(resumed.clone())));
+        relay.on_timer();
+        assert_eq!(resumed.load(Ordering::SeqCst), 0, "not the same run: kept");
+        assert!(relay.armed.load(Ordering::SeqCst), "but timed");
+        assert!(expires(&relay, Duration::from_secs(10)));
+        relay.on_timer();
         assert_eq!(
             resumed.load(Ordering::SeqCst),
             1,
-            "the same run a look later"
+            "handed over at its own limit"
         );
-        assert!(relay.take().is_some());
-        assert!(!relay.keep_watching(&mut seen), "no run now");
+        // A reader about to wait for input disarms: no expiry, no look.
+        relay.take();
+        relay.park(Box::new(Role(resumed.clone())));
+        relay.take();
+        relay.rest();
+        assert!(!expires(&relay, LIMIT * 3), "disarmed");
     }
 
-    /// The watch going to sleep and a park at the same moment: whatever the interleaving,
-    /// either the watch keeps looking or the park wakes it (a parked run nobody watches
-    /// could wait forever for a request nobody reads). Repeated, since it is a race.
     #[test]
-    fn a_park_racing_with_the_watch_going_to_sleep_is_always_watched() {
+    fn with_a_zero_limit_nothing_is_timed() {
+        let relay = Relay::new(Duration::ZERO);
+        assert!(!relay.enabled());
+        assert_eq!(relay.timer_fd(), -1);
+        relay.park(Box::new(Role(Arc::default())));
+        relay.on_timer();
+        assert!(relay.take().is_some());
+    }
+
+    /// The main thread disarming after an expiry and a park at the same moment: whatever
+    /// the interleaving, the parked run ends up with the timer armed (a run nobody times
+    /// could hold the reading role forever). Repeated, since it is a race.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_park_racing_with_the_disarming_main_thread_is_always_timed() {
         use std::sync::Barrier;
-        const ROUNDS: usize = 100_000;
-        let (_events, notifier) = super::super::events::channel().unwrap();
-        let relay = Relay::default();
-        relay.set_watch(notifier);
-        let resumed = Arc::new(AtomicUsize::new(0));
+        const ROUNDS: usize = 20_000;
+        let relay = Relay::new(Duration::from_secs(3600));
         let (start, end) = (Barrier::new(2), Barrier::new(2));
         let mut lost = 0;
         std::thread::scope(|s| {
             s.spawn(|| {
                 for round in 0..ROUNDS {
-                    let role = Box::new(Role(resumed.clone()));
+                    let role = Box::new(Role(Arc::default()));
                     start.wait();
-                    // Sweeps the park across the watch's look, a few cycles at a time.
                     for _ in 0..round % 256 {
                         std::hint::spin_loop();
                     }
@@ -295,41 +349,23 @@ mod tests {
                 }
             });
             for _ in 0..ROUNDS {
-                relay.unwatched.store(false, Ordering::SeqCst);
-                let mut seen = 0;
+                relay.armed.store(true, Ordering::SeqCst);
                 start.wait();
                 for _ in 0..128 {
                     std::hint::spin_loop();
                 }
-                let watching = relay.keep_watching(&mut seen);
+                relay.on_timer();
                 end.wait();
-                // Parked now: a watch that went to sleep must have been woken.
-                if !watching && relay.unwatched.load(Ordering::SeqCst) {
+                if !relay.armed.load(Ordering::SeqCst) {
                     lost += 1;
                 }
                 relay.take();
+                relay.rest();
             }
         });
-        assert_eq!(lost, 0, "parked runs left unwatched in {ROUNDS} rounds");
-    }
-
-    #[test]
-    fn a_new_run_since_the_last_look_is_not_stalled() {
-        let resumed = Arc::new(AtomicUsize::new(0));
-        let relay = Relay::default();
-        let mut seen = usize::MAX;
-        relay.park(Box::new(Role(resumed.clone())));
-        assert!(relay.keep_watching(&mut seen));
-        relay.take();
-        relay.park(Box::new(Role(resumed.clone())));
-        relay.relieve_stalled(seen);
         assert_eq!(
-            resumed.load(Ordering::SeqCst),
-            0,
-            "another run: not stalled"
+            lost, 0,
+            "parked runs left without a timer in {ROUNDS} rounds"
         );
-        assert!(relay.keep_watching(&mut seen), "but it is watched");
-        relay.relieve_stalled(seen);
-        assert_eq!(resumed.load(Ordering::SeqCst), 1);
     }
 }

@@ -6,32 +6,30 @@
 //!                       ▼  straight into the waiting handler       ▼
 //!                  pending table                       out (bounded 1024) ──► [executa-writer] ──► host stdout
 //! ```
-//! The reader runs invokes of quick tools itself (`quick.rs`); when one of them leads to a
-//! call to the host, a new reader thread takes over the input (`relay.rs`).
-//! The main thread waits for an event (signal, end of input, broken output), drains
-//! in-flight invokes within the grace period, flushes the writer, and returns.
+//! The reader runs an invoke itself when a slot is free; when it runs longer than
+//! `Options::inline`, or another thread calls the host meanwhile, a new reader thread takes
+//! over the input (`relay.rs`).
+//! The main thread waits for an event (signal, end of input, broken output, the relay's
+//! timer), drains in-flight invokes within the grace period, flushes the writer, and
+//! returns.
 
 use std::io::{Read, Write};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::bounded;
+use crossbeam_channel::unbounded;
 
 use crate::error::Result;
 
 use super::events::{self, Event, Events};
 use super::output::Output;
 use super::pool::Admission;
-use super::relay::STALL;
+use super::relay::Relay;
 use super::service::{Parts, Service};
 
 /// The least time the final flush gets, even when draining used the whole grace period.
 const FLUSH_FLOOR: Duration = Duration::from_millis(200);
-
-/// Slots of the request queue between the reader and the dispatch side (its bytes are
-/// bounded separately, see `intake.rs`).
-const JOB_QUEUE: usize = 128;
 
 /// Why a plugin stopped serving.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -62,7 +60,7 @@ where
     R: Read + Send + 'static,
     W: Write + Send + 'static,
 {
-    let (events, notifier) = events::channel()?;
+    let (mut events, notifier) = events::channel()?;
     let mut signal_ids = Vec::new();
     if signals {
         for sig in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
@@ -73,8 +71,12 @@ where
         }
     }
     let (out, inbox) = Output::new(Box::new(output), notifier.try_clone()?);
-    let (jobs_tx, jobs_rx) = bounded(JOB_QUEUE);
+    // The request queue is bounded by the bytes its jobs hold (`intake.rs`, checked before
+    // every send), not by a count: tiny requests are kept up to the same budget as large
+    // ones. Crossbeam's list flavour allocates as it fills and frees as it drains.
+    let (jobs_tx, jobs_rx) = unbounded();
     let svc = Arc::new(Service::new(parts, out, notifier, jobs_rx));
+    events.watch_timer(svc.relay.timer_fd());
     let writer_svc = svc.clone();
     crate::threads::spawn("executa-writer".into(), move || {
         writer_svc.peer.out.write_loop(&inbox);
@@ -82,11 +84,11 @@ where
         writer_svc.events.notify(Event::WriterDone);
     })?;
     svc.start_thread(true)?;
-    svc.relay.set_watch(svc.events.try_clone()?);
     super::reader::start(input, svc.clone(), jobs_tx)?;
 
     let mut watch = Watch {
         events,
+        relay: svc.relay.clone(),
         signals: 0,
         deadline: None,
     };
@@ -104,6 +106,8 @@ where
 /// an orderly stop, the second for an immediate one, whatever phase it arrives in.
 struct Watch {
     events: Events,
+    /// Its timer is looked at whenever it expires, in every phase.
+    relay: Arc<Relay>,
     signals: u32,
     /// When the whole shutdown (drain and flush) must be over; set at the first stop event.
     deadline: Option<Instant>,
@@ -114,8 +118,10 @@ impl Watch {
     /// which then looks at the state itself, so no event can be "used up" by the wrong wait.
     fn next(&mut self, deadline: Option<Instant>) -> Result<Option<Event>> {
         let event = self.events.wait(deadline)?;
-        if event == Some(Event::Signal) {
-            self.signals += 1;
+        match event {
+            Some(Event::Signal) => self.signals += 1,
+            Some(Event::Timer) => self.relay.on_timer(),
+            _ => {}
         }
         Ok(event)
     }
@@ -123,20 +129,12 @@ impl Watch {
 
 /// Waits for the first stop event, then drains within the grace period.
 fn supervise(svc: &Service, watch: &mut Watch) -> Result<Stopped> {
-    let mut seen = usize::MAX;
     let reason = loop {
-        // While the reader runs invokes, a look every STALL hands reading over from one
-        // that runs that long (it may wait for a request nobody would read).
-        let look = svc
-            .relay
-            .keep_watching(&mut seen)
-            .then(|| Instant::now() + STALL);
-        match watch.next(look)? {
+        match watch.next(None)? {
             Some(Event::InputClosed) => break StopReason::InputClosed,
             Some(Event::Signal) => break StopReason::Signal,
             Some(Event::OutputBroken) => break StopReason::OutputBroken,
-            Some(_) => {}
-            None => svc.relay.relieve_stalled(seen),
+            _ => {}
         }
     };
     log::info!("executa: stopping ({reason:?}); draining in-flight invokes");

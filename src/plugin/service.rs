@@ -64,8 +64,8 @@ pub(crate) struct Parts {
 impl Service {
     pub(crate) fn new(parts: Parts, out: Output, events: Notifier, jobs: Receiver<Job>) -> Service {
         let poll = spin::effective(parts.opts.spin);
-        let intake = Intake::new(jobs.capacity().unwrap_or(1));
-        let relay = Arc::new(Relay::default());
+        let intake = Intake::new();
+        let relay = Arc::new(Relay::new(parts.opts.inline));
         let peer = Arc::new(Peer {
             out,
             pending: Pending::new("ex-", Some(intake.waker()), Some(relay.clone())),
@@ -92,9 +92,10 @@ impl Service {
         }
     }
 
-    /// Whether the reader may try to run an invoke itself: some tool is quick, and no
-    /// handler waits on the host (the reader must keep reading for its answer).
+    /// Whether the reader may try to run an invoke itself: it may at all (a timer bounds
+    /// its runs, `relay.rs`), and no handler waits on the host (the reader must keep
+    /// reading for its answer).
     pub(crate) fn may_inline(&self) -> bool {
-        self.peer.pending.len() == 0 && self.tools.iter().any(|t| t.quick.is_quick())
+        self.relay.enabled() && self.peer.pending.len() == 0
     }
 }

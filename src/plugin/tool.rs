@@ -10,7 +10,6 @@ use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
 use super::context::Invocation;
-use super::quick::Quickness;
 use crate::arg_path;
 use crate::args::{self, Args};
 use crate::manifest::{Param, ToolSpec};
@@ -137,8 +136,6 @@ pub struct Tool {
     /// The list the args type declares ([`Tool::typed`]), checked against `params`.
     pub(crate) declared: Option<Vec<Param>>,
     pub(crate) handler: Handler,
-    /// Whether its invokes may run on the reader thread (see `quick.rs`).
-    pub(crate) quick: Quickness,
 }
 
 impl Tool {
@@ -147,10 +144,10 @@ impl Tool {
     /// `R` (any `Serialize`; a non-object is wrapped as `{"value": ...}`).
     ///
     /// The handler runs on a runtime thread while other requests are served; it may block
-    /// (for example on a reverse call to the host). Once the tool has proved quick, it may
-    /// run on the reader thread itself (see [`Options::inline`](super::Options::inline)):
-    /// that changes nothing for the handler, since a call to the host is then read by the
-    /// same thread and any longer wait is handed over within a second or two.
+    /// (for example on a reverse call to the host). It may run on the reader thread itself
+    /// (see [`Options::inline`](super::Options::inline)): that changes nothing for the
+    /// handler, since a call to the host is then read by the same thread, and reading moves
+    /// to another thread once the handler has run for that long.
     pub fn new<A, R, F>(name: impl Into<String>, description: impl Into<String>, handler: F) -> Self
     where
         A: DeserializeOwned,
@@ -178,7 +175,6 @@ impl Tool {
             params: Vec::new(),
             declared: None,
             handler: erased,
-            quick: Quickness::default(),
         }
     }
 

@@ -114,11 +114,6 @@ impl InvokeLink {
     fn usage(&self) -> MutexGuard<'_, Usage> {
         crate::lock::lock(&self.usage)
     }
-
-    /// Whether the invoke called the host (or tried to).
-    pub fn called_host(&self) -> bool {
-        self.usage().calls > 0
-    }
 }
 
 /// A cloneable, `Send`, `'static` handle to one invoke, for reverse calls and progress,
@@ -546,7 +541,6 @@ fn send_and_wait(
     let answer = ticket
         .answer
         .recv_timeout(wait.saturating_sub(started.elapsed()));
-    super::relay::add_waited(started.elapsed());
     match answer {
         Ok(Ok(result)) => Ok(result),
         Ok(Err(error)) => Err(Error::Remote(error)),
