@@ -174,13 +174,14 @@ fn an_invoke_waiting_for_the_readers_slot_neither_stalls_reading_nor_holds_its_r
     p.request("h2", "health", None);
     h.wait_entered();
     h.wait_entered();
-    // `s` and `d` are queued; the reader runs `q` itself in the free slot.
+    // The reader runs `q` itself in the free slot; once `q` has run for the inline limit,
+    // a new reader queues `s` and `d`.
     send_together(
         &mut p,
         &[
+            invoke_line("q", "q", json!({ "hold": true })),
             invoke_line("s", "s", json!({ "hold": true })),
             request_line("d", "describe"),
-            invoke_line("q", "q", json!({ "hold": true })),
         ],
     );
     q.wait_entered();
