@@ -66,6 +66,16 @@ fn wait_for(fd: i32, events: libc::c_short, timeout: std::time::Duration) -> io:
     }
 }
 
+/// Where `byte` first occurs in `haystack`: libc's `memchr`, vectorized, where a loop over
+/// the bytes costs 6 instructions a byte at opt-level "z" (callgrind: a third of the
+/// reader's work on a 64 KiB frame).
+pub(crate) fn find_byte(haystack: &[u8], byte: u8) -> Option<usize> {
+    // SAFETY: reads at most `haystack.len()` bytes of a live slice; the result, if not
+    // null, points into it.
+    let found = unsafe { libc::memchr(haystack.as_ptr().cast(), i32::from(byte), haystack.len()) };
+    (!found.is_null()).then(|| found as usize - haystack.as_ptr() as usize)
+}
+
 /// A one-shot timer whose expiry makes a descriptor readable (Linux `timerfd`), for the
 /// main thread to wait on beside its event socket: arming and disarming are one system
 /// call each (0.5-0.9 µs on a 2-vCPU VM) and wake nobody; only an expiry does.

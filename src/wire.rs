@@ -145,7 +145,7 @@ impl<R: Read> FrameReader<R> {
                 return Ok(saw_any.then_some(size));
             }
             saw_any = true;
-            let (take, done) = match chunk.iter().position(|&b| b == b'\n') {
+            let (take, done) = match crate::sys::find_byte(chunk, b'\n') {
                 Some(i) => (i, true),
                 None => (chunk.len(), false),
             };
