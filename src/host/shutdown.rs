@@ -7,9 +7,10 @@ use std::time::{Duration, Instant};
 
 use super::options::ShutdownPolicy;
 use super::process::PluginProcess;
-use super::shared::{CLOSE_WAIT, THREAD_JOIN_WAIT};
+use super::shared::{self, CLOSE_WAIT, THREAD_JOIN_WAIT};
 use super::signal::{self, Signal};
 use super::types::{ExitStage, ShutdownReport};
+use super::{dispatch, reader};
 use crate::lock::lock;
 
 impl PluginProcess {
@@ -42,6 +43,7 @@ impl PluginProcess {
             .pending
             .close(&format!("plugin `{}` was shut down", self.shared.label));
         self.join_threads(THREAD_JOIN_WAIT);
+        report_suppressed();
         *report = Some(r);
         r
     }
@@ -101,6 +103,24 @@ impl PluginProcess {
                 thread::sleep(Duration::from_millis(2));
             }
         }
+    }
+}
+
+/// Logs how many lines the host's log limits left out so far (`crate::log_limit`): a
+/// plugin's flood often ends with its process, and no later window would report them.
+fn report_suppressed() {
+    for limit in [
+        &reader::DROPPED_NOTIFICATION,
+        &reader::NULL_REPLY,
+        &reader::UNKNOWN_REPLY,
+        &reader::OVERSIZED,
+        &shared::ANSWER_DROPPED,
+        &shared::ERROR_ANSWER_DROPPED,
+        &dispatch::QUICK_ANSWER_DROPPED,
+        &dispatch::PROGRESS_DROPPED,
+        &dispatch::PROGRESS_PANICKED,
+    ] {
+        limit.flush();
     }
 }
 

@@ -353,7 +353,11 @@ impl Service {
                 if let Err(again) = catch_unwind(AssertUnwindSafe(|| drop(panic))) {
                     std::mem::forget(again);
                 }
-                log::error!("executa: tool `{}` panicked: {what}", tool.spec.name);
+                static PANICS: crate::log_limit::LogLimit =
+                    crate::log_limit::LogLimit::new("tool panicked");
+                if PANICS.allow() {
+                    log::error!("executa: tool `{}` panicked: {what}", tool.spec.name);
+                }
                 let msg = format!(
                     "tool `{}` panicked; details are in the plugin's stderr",
                     tool.spec.name
