@@ -24,16 +24,16 @@ use super::shared::Shared;
 use crate::error::{RpcError, codes};
 use crate::id::Id;
 use crate::lock::lock;
-use crate::log_limit::LogLimit;
+use crate::log_limit::NamedLimit;
 use crate::protocol::ProtocolVersion;
 use crate::threads::spawn as spawn_named;
 use crate::wire;
 
 // The plugin decides how many calls and events arrive: their lines are limited
 // (`crate::log_limit`).
-pub(super) static QUICK_ANSWER_DROPPED: LogLimit = LogLimit::new("quick answer dropped");
-pub(super) static PROGRESS_DROPPED: LogLimit = LogLimit::new("progress event dropped");
-pub(super) static PROGRESS_PANICKED: LogLimit = LogLimit::new("progress callback panicked");
+pub(super) static QUICK_ANSWER_DROPPED: NamedLimit = NamedLimit::new("quick answer dropped");
+pub(super) static PROGRESS_DROPPED: NamedLimit = NamedLimit::new("progress event dropped");
+pub(super) static PROGRESS_PANICKED: NamedLimit = NamedLimit::new("progress callback panicked");
 
 /// The reverse-call handlers and progress callback of a host.
 #[derive(Clone, Default)]

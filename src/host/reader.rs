@@ -21,17 +21,17 @@ use super::file_transport;
 use super::shared::Shared;
 use crate::error::{Error, RpcError, codes};
 use crate::id::Id;
-use crate::log_limit::LogLimit;
+use crate::log_limit::NamedLimit;
 use crate::wire::{self, Frame, FrameReader, Message};
 
 // The plugin decides how many frames arrive: their lines are limited (`crate::log_limit`).
-pub(super) static DROPPED_NOTIFICATION: LogLimit = LogLimit::new("notification dropped");
-pub(super) static NULL_REPLY: LogLimit = LogLimit::new("unsolicited reply with id null");
-pub(super) static UNKNOWN_REPLY: LogLimit = LogLimit::new("reply to an unknown id");
-pub(super) static OVERSIZED: LogLimit = LogLimit::new("oversized frame dropped");
+pub(super) static DROPPED_NOTIFICATION: NamedLimit = NamedLimit::new("notification dropped");
+pub(super) static NULL_REPLY: NamedLimit = NamedLimit::new("unsolicited reply with id null");
+pub(super) static UNKNOWN_REPLY: NamedLimit = NamedLimit::new("reply to an unknown id");
+pub(super) static OVERSIZED: NamedLimit = NamedLimit::new("oversized frame dropped");
 
 /// Whether a debug line may be written: its level is on and its kind's limit allows it.
-fn debug_allowed(limit: &LogLimit) -> bool {
+fn debug_allowed(limit: &NamedLimit) -> bool {
     log::log_enabled!(log::Level::Debug) && limit.allow()
 }
 

@@ -24,7 +24,7 @@ use super::writer::PluginStdin;
 use crate::error::{Error, Result, RpcError};
 use crate::id::Id;
 use crate::lock::lock;
-use crate::log_limit::LogLimit;
+use crate::log_limit::NamedLimit;
 use crate::manifest::Manifest;
 use crate::protocol::ProtocolVersion;
 use crate::spin::ReplyPoller;
@@ -56,8 +56,8 @@ pub(super) const STDOUT_EOF_WAIT: Duration = Duration::from_millis(300);
 /// holds stdin open and stopped reading.
 pub(super) const CLOSE_WAIT: Duration = Duration::from_millis(100);
 /// Answers the plugin decides how many of: their lines are limited (`crate::log_limit`).
-pub(super) static ANSWER_DROPPED: LogLimit = LogLimit::new("reverse-call answer dropped");
-pub(super) static ERROR_ANSWER_DROPPED: LogLimit = LogLimit::new("error answer dropped");
+pub(super) static ANSWER_DROPPED: NamedLimit = NamedLimit::new("reverse-call answer dropped");
+pub(super) static ERROR_ANSWER_DROPPED: NamedLimit = NamedLimit::new("error answer dropped");
 
 /// The id of `initialize`: the Agent sends it with id 0, so a plugin that mistakes a
 /// falsy id for a notification shows up here as it would in production.

@@ -152,8 +152,8 @@ impl PluginStdin {
             // all (POSIX), and `direct` is only set for a pipe. Were it to, the rest would
             // have to go now, before any other frame, waiting for room if need be.
             Ok(n) => {
-                static PARTIAL: crate::log_limit::LogLimit =
-                    crate::log_limit::LogLimit::new("partial atomic write");
+                static PARTIAL: crate::log_limit::NamedLimit =
+                    crate::log_limit::NamedLimit::new("partial atomic write");
                 if PARTIAL.allow() {
                     log::error!(
                         "a pipe took part of an atomic write ({n} of {})",

@@ -353,9 +353,8 @@ impl Service {
                 if let Err(again) = catch_unwind(AssertUnwindSafe(|| drop(panic))) {
                     std::mem::forget(again);
                 }
-                static PANICS: crate::log_limit::LogLimit =
-                    crate::log_limit::LogLimit::new("tool panicked");
-                if PANICS.allow() {
+                static PANICS: crate::log_limit::LogLimit = crate::log_limit::LogLimit::new();
+                if PANICS.allow("tool panicked") {
                     log::error!("executa: tool `{}` panicked: {what}", tool.spec.name);
                 }
                 let msg = format!(

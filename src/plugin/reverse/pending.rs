@@ -28,11 +28,11 @@ type AnswerSender = oneshot::Sender<Answer>;
 /// The waiting call's end of its mailbox.
 pub(crate) type AnswerReceiver = oneshot::Receiver<Answer>;
 
-/// Answers the peer decides how many of: logged a few a second (see `crate::log_limit`).
-static UNKNOWN_ANSWER: LogLimit = LogLimit::new("answer with an unknown id");
-static LATE_ANSWER: LogLimit = LogLimit::new("late answer");
-/// Every call made while the reader cannot be relieved logs one.
-static NO_READER: LogLimit = LogLimit::new("no reader thread");
+// Answers the peer decides how many of, and a line per call while no reader thread can
+// start: logged a few a second (see `crate::log_limit`).
+static UNKNOWN_ANSWER: LogLimit = LogLimit::new();
+static LATE_ANSWER: LogLimit = LogLimit::new();
+static NO_READER: LogLimit = LogLimit::new();
 
 /// Outstanding calls keyed by our numeric id, sent on the wire as a string with `prefix`
 /// so our ids can never be confused with the peer's numeric ones.
@@ -113,7 +113,7 @@ impl Pending {
         if let Some(relay) = &self.relay
             && !relay.pumps_here()
             && relay.relieve().is_err()
-            && NO_READER.allow()
+            && NO_READER.allow("no reader thread")
         {
             log::error!(
                 "executa: could not start a reader thread; a call to the host waits until \
@@ -138,7 +138,7 @@ impl Pending {
     /// already settled. Never blocks.
     pub fn settle(&self, id: &RawValue, answer: Answer) -> bool {
         let Some(number) = self.parse_id(id) else {
-            if UNKNOWN_ANSWER.allow() {
+            if UNKNOWN_ANSWER.allow("answer with an unknown id") {
                 log::warn!("executa: dropped an answer with unknown id {}", id.get());
             }
             return false;
@@ -148,7 +148,7 @@ impl Pending {
         self.counted(&table);
         drop(table);
         let Some(tx) = taken else {
-            if LATE_ANSWER.allow() {
+            if LATE_ANSWER.allow("late answer") {
                 log::warn!(
                     "executa: dropped an answer for id {} (timed out or already settled)",
                     id.get()
