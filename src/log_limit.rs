@@ -5,8 +5,8 @@
 //! read, and a host printed a million identical lines in 6 s. Each such line has a
 //! `static` [`LogLimit`] of its own kind: at most [`BURST`] lines of that kind per second
 //! of the monotonic clock, then, when a later second opens a window, one warning with the
-//! count of those left out (`executa: 37 more `answer with an unknown id` lines
-//! suppressed`).
+//! count of those left out (``executa: 37 more `answer with an unknown id` lines
+//! suppressed``).
 //!
 //! ```ignore
 //! static UNKNOWN_ANSWER: LogLimit = LogLimit::new();
