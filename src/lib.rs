@@ -13,6 +13,7 @@ pub mod error;
 pub mod id;
 pub mod lint;
 mod lock;
+mod log_limit;
 mod logger;
 pub mod manifest;
 mod oneshot;

@@ -176,6 +176,37 @@ pub(crate) fn wait_either(
     }
 }
 
+/// Whether a write to stderr (fd 2) of at most `PIPE_BUF` bytes would not block now:
+/// `poll(2)` with no wait. A pipe reports room once it has a free page, which takes such a
+/// write whole. `false` on any error (the line is then dropped, which is all the logger
+/// needs). fd 2 is never made non-blocking: the flag would be shared with the parent.
+pub(crate) fn stderr_has_room() -> bool {
+    let mut pfd = libc::pollfd {
+        fd: 2,
+        events: libc::POLLOUT,
+        revents: 0,
+    };
+    // SAFETY: one valid `pollfd` that lives for the whole call.
+    let rc = unsafe { libc::poll(&mut pfd, 1, 0) };
+    rc > 0 && pfd.revents & libc::POLLOUT != 0
+}
+
+/// Seconds on a monotonic clock that is cheap to read (on Linux the coarse clock, read
+/// without a system call), for windows of a second; wraps after 136 years.
+pub(crate) fn coarse_secs() -> u32 {
+    #[cfg(target_os = "linux")]
+    const CLOCK: libc::clockid_t = libc::CLOCK_MONOTONIC_COARSE;
+    #[cfg(not(target_os = "linux"))]
+    const CLOCK: libc::clockid_t = libc::CLOCK_MONOTONIC;
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes one `timespec`, which lives for the whole call.
+    unsafe { libc::clock_gettime(CLOCK, &mut ts) };
+    ts.tv_sec as u32
+}
+
 /// A descriptor written as a blocking one is even when it is not: a write that would block
 /// waits for room instead of failing. The plugin's protocol output needs it: stdout is
 /// shared with whoever started the plugin, which may have made it non-blocking

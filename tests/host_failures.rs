@@ -417,3 +417,51 @@ fn restarts_wait_the_backoff_delay() {
     }
     let _ = std::fs::remove_file(&runs);
 }
+
+/// A plugin that closes its stdout but keeps running (and a helper in its process group
+/// that ignores `SIGTERM`): the supervisor takes the ended session and runs the shutdown
+/// sequence on it; `Host::shutdown` waits for that sequence to end, so the plugin has been
+/// reaped when it returns, and its helper got `SIGKILL`. It used to return at once, the
+/// plugin still running, stopped only by a supervisor thread that a program's end kills.
+#[test]
+fn shutdown_waits_for_a_plugin_that_closed_its_stdout_and_its_helper() {
+    let marker = unique("vanish");
+    let pidfile = std::env::temp_dir().join(format!("{marker}.pids"));
+    let o = HostOptions {
+        shutdown: short_shutdown(),
+        restart: RestartPolicy {
+            enabled: false,
+            ..RestartPolicy::default()
+        },
+        ..opts()
+    };
+    let cmd = py(
+        "closes_stdout.py",
+        &[&marker, pidfile.to_str().expect("UTF-8 path")],
+    );
+    let host = Host::start(cmd, o, Handlers::new()).expect("start");
+    let call = InvokeOptions::new().timeout(Duration::from_secs(60));
+    match host.invoke_with("vanish", &json!({}), &call) {
+        Err(Error::Disconnected(why)) => assert!(why.contains("closed its stdout"), "{why}"),
+        other => panic!("expected a disconnect, got {other:?}"),
+    }
+    let (plugin, helper) = host_common::read_pids(&pidfile);
+    let _leftovers = host_common::KillOnDrop(vec![plugin, helper]);
+    // Restarts are off: the host is down once the supervisor has taken the session, which
+    // it then shuts down. (`Host` has no event for a state change: its status is looked at.)
+    wait_until("the supervisor takes the ended session", EVENT_WAIT, || {
+        matches!(host.status().state, HostState::Failed(_))
+    });
+    let report = host.shutdown();
+    assert!(
+        host_common::ends_within(plugin, Duration::ZERO),
+        "the plugin (pid {plugin}) still runs after Host::shutdown returned"
+    );
+    assert!(
+        host_common::ends_within(helper, host_common::EVENT_WAIT_SHORT),
+        "its helper (pid {helper}) still runs after Host::shutdown returned"
+    );
+    // It ignored stdin's end: SIGTERM ended it.
+    let stage = report.map(|r| r.stage);
+    assert_eq!(stage, Some(ExitStage::Terminated), "{report:?}");
+}

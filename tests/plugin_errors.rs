@@ -3,9 +3,15 @@
 mod common;
 
 use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
 
 use common::Conn;
 use serde_json::json;
+
+/// Bound on one wait for the plugin in the tests below: only a failure waits this long.
+const RECV: Duration = Duration::from_secs(30);
 
 #[test]
 fn unknown_method_is_32601() {
@@ -527,4 +533,135 @@ fn a_broken_compact_frame_is_refused_at_once_even_where_invokes_wait_or_are_refu
         assert_eq!(reply.error_code(), code, "{line}: {}", reply.raw);
     }
     p.finish();
+}
+
+/// With its stderr a pipe nobody reads, a plugin whose every frame logs a line keeps
+/// answering: the logger never waits for room (a line that finds none is dropped and
+/// counted, the count written once there is room again), and answers to ids that wait for
+/// nothing are logged a few a second. Before, 2,000 answers to unknown ids filled the pipe
+/// and the logger blocked the reader: `health` went unanswered.
+#[test]
+fn a_plugin_whose_stderr_nobody_reads_keeps_answering() {
+    let mut child = Command::new(common::everything_bin())
+        .env("EXECUTA_LOG", "warn")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn everything");
+    // Killed when the test ends, even when it fails.
+    struct Kill(std::process::Child);
+    impl Drop for Kill {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let mut stdin = child.stdin.take().expect("stdin");
+    let stdout = child.stdout.take().expect("stdout");
+    let mut stderr = child.stderr.take().expect("stderr");
+    let child = Kill(child);
+    let (lines_tx, lines) = crossbeam_channel::unbounded();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines() {
+            let Ok(line) = line else { return };
+            if lines_tx.send(line).is_err() {
+                return;
+            }
+        }
+    });
+    // Each frame logs one warning: an answer to an id that is not ours, an answer to an
+    // id of our shape that no call waits for, an invalid notification. About 1 MB of
+    // lines, 16 times the pipe's room.
+    let mut flood = String::new();
+    for i in 0..4000 {
+        flood.push_str(&format!(
+            "{{\"jsonrpc\":\"2.0\",\"id\":\"zz-{i}\",\"result\":1}}\n"
+        ));
+        flood.push_str(&format!(
+            "{{\"jsonrpc\":\"2.0\",\"id\":\"ex-{}\",\"result\":1}}\n",
+            1_000_000 + i
+        ));
+        flood.push_str("{\"method\":\"note\",\"params\":3}\n");
+    }
+    flood.push_str("{\"jsonrpc\":\"2.0\",\"id\":\"h\",\"method\":\"health\"}\n");
+    // From a thread: a plugin that stops reading would leave the write waiting.
+    let start = Instant::now();
+    let writer = std::thread::spawn(move || {
+        let _ = stdin.write_all(flood.as_bytes());
+        stdin
+    });
+    let deadline = start + Duration::from_secs(30);
+    let reply = loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match lines.recv_timeout(left) {
+            Ok(line) if line.contains("\"id\":\"h\"") => break line,
+            Ok(_) => {}
+            Err(_) => panic!(
+                "`health` unanswered {:?} after 12,000 frames that log, with stderr unread",
+                start.elapsed()
+            ),
+        }
+    };
+    let elapsed = start.elapsed();
+    assert!(reply.contains("\"status\":\"ready\""), "{reply}");
+    // Now read stderr: what fitted, then the count of what did not, written with the
+    // next line that finds room. A line logged before the pipe is drained is dropped too,
+    // so each round logs one more (an invalid notification) and asks `health`, until the
+    // count shows.
+    let (chunks_tx, chunks) = crossbeam_channel::unbounded();
+    std::thread::spawn(move || {
+        let mut buf = [0u8; 8192];
+        while let Ok(n @ 1..) = stderr.read(&mut buf) {
+            if chunks_tx
+                .send(String::from_utf8_lossy(&buf[..n]).into_owned())
+                .is_err()
+            {
+                return;
+            }
+        }
+    });
+    let mut stdin = writer.join().expect("writer");
+    let mut text = String::new();
+    let counted = "more `log (stderr was full)` lines suppressed";
+    for round in 0..20 {
+        let frames = format!(
+            "{{\"method\":\"note\",\"params\":4}}\n\
+             {{\"jsonrpc\":\"2.0\",\"id\":\"r{round}\",\"method\":\"health\"}}\n"
+        );
+        stdin.write_all(frames.as_bytes()).expect("write a round");
+        let id = format!("\"id\":\"r{round}\"");
+        while !lines
+            .recv_timeout(RECV)
+            .expect("a round's health")
+            .contains(&id)
+        {}
+        // The round's line (and the count) are in the pipe before its `health` reply.
+        while let Ok(chunk) = chunks.recv_timeout(Duration::from_millis(100)) {
+            text.push_str(&chunk);
+        }
+        if text.contains(counted) {
+            break;
+        }
+    }
+    drop(stdin);
+    while let Ok(chunk) = chunks.recv_timeout(RECV) {
+        text.push_str(&chunk);
+    }
+    drop(child);
+    assert!(
+        text.contains(counted),
+        "no count of the dropped lines; {} bytes, stderr ends with: {}",
+        text.len(),
+        &text[text.len().saturating_sub(2000)..]
+    );
+    // A few a second of each limited kind (the window is a second of the clock).
+    let windows = elapsed.as_secs() as usize + 2;
+    for kind in ["with unknown id", "timed out or already settled"] {
+        let n = text.lines().filter(|l| l.contains(kind)).count();
+        assert!(
+            (1..=4 * windows).contains(&n),
+            "{n} lines `{kind}` in {elapsed:?}"
+        );
+    }
 }

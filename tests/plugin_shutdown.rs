@@ -102,7 +102,7 @@ fn a_second_signal_exits_at_once() {
     let status = p.wait_exit();
     assert_eq!(status.code(), Some(0), "stderr: {}", p.stderr());
     assert!(
-        p.stderr().contains("SecondSignal"),
+        p.stderr().contains("second signal: exiting now"),
         "stderr: {}",
         p.stderr()
     );

@@ -79,6 +79,7 @@ impl Host {
                 attempt: 0,
                 last_exit: None,
                 launching: None,
+                retiring: None,
             }),
             changed: Condvar::new(),
             events,
@@ -227,14 +228,23 @@ impl Host {
     }
 
     /// Stops supervision and runs the Agent's shutdown sequence on the serving process,
-    /// or on the one being started by a restart (close stdin, wait, `SIGTERM`, wait,
-    /// `SIGKILL`, per [`HostOptions::shutdown`]). Returns how it ended, or `None` when no
-    /// process was up. Blocks for at most the shutdown sequence. Idempotent.
+    /// on the one being started by a restart, and on one that ended its session but may
+    /// still run (it closed its stdout): close stdin, wait, `SIGTERM`, wait, `SIGKILL`, per
+    /// [`HostOptions::shutdown`], then `SIGKILL` to what is left of its process group.
+    /// Returns only once each of them has been reaped (or the sequence's last wait ran
+    /// out), also when the supervisor was already stopping one: no process outlives the
+    /// call. Returns how the serving (else the starting, else the ended) process ended, or
+    /// `None` when there was none. Blocks for at most the shutdown sequence, run on each
+    /// process in turn. Idempotent.
     pub fn shutdown(&self) -> Option<ShutdownReport> {
-        let (session, launching) = {
+        let (session, launching, retiring) = {
             let mut slot = lock(&self.core.slot);
             slot.state = HostState::Stopped;
-            (slot.session.take(), slot.launching.take())
+            (
+                slot.session.take(),
+                slot.launching.take(),
+                slot.retiring.take(),
+            )
         };
         self.core.changed.notify_all();
         // The supervisor also re-checks the state after every event and before every
@@ -244,8 +254,11 @@ impl Host {
         // Shutting the launching process down fails its handshake, so the supervisor
         // returns from `launch` at once, sees `Stopped`, and exits.
         let started = launching.map(|p| p.shutdown());
+        // Runs the sequence, or waits for the supervisor's run of it to end (the process
+        // holds its report's lock meanwhile).
+        let ended = retiring.map(|p| p.shutdown());
         self.reap_supervisor();
-        serving.or(started)
+        serving.or(started).or(ended)
     }
 
     /// Joins the supervisor if it has stopped within a moment; one busy with a restart

@@ -68,6 +68,12 @@ pub(crate) struct Slot {
     /// A process still in its handshake (first start or restart), kept here so that
     /// [`Host::shutdown`](super::Host::shutdown) can stop it instead of leaving it running untracked.
     pub(crate) launching: Option<Arc<PluginProcess>>,
+    /// A process that ended its session (it exited, or closed its stdout and may still
+    /// run) while the supervisor runs its shutdown sequence, kept here so that
+    /// [`Host::shutdown`](super::Host::shutdown) waits for that sequence to end: the
+    /// supervisor's thread does not outlive the program, and a process it was still
+    /// stopping would be left running.
+    pub(crate) retiring: Option<Arc<PluginProcess>>,
 }
 
 /// Everything the supervisor thread shares with the [`Host`](super::Host) handle.

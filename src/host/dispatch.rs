@@ -24,9 +24,16 @@ use super::shared::Shared;
 use crate::error::{RpcError, codes};
 use crate::id::Id;
 use crate::lock::lock;
+use crate::log_limit::NamedLimit;
 use crate::protocol::ProtocolVersion;
 use crate::threads::spawn as spawn_named;
 use crate::wire;
+
+// The plugin decides how many calls and events arrive: their lines are limited
+// (`crate::log_limit`).
+pub(super) static QUICK_ANSWER_DROPPED: NamedLimit = NamedLimit::new("quick answer dropped");
+pub(super) static PROGRESS_DROPPED: NamedLimit = NamedLimit::new("progress event dropped");
+pub(super) static PROGRESS_PANICKED: NamedLimit = NamedLimit::new("progress callback panicked");
 
 /// The reverse-call handlers and progress callback of a host.
 #[derive(Clone, Default)]
@@ -198,6 +205,7 @@ impl Dispatcher {
         if let Err(frame) = job.shared.out.try_send(frame)
             && let Err(e) = self.jobs.try_send(Task::Send(job, frame))
             && let Task::Send(job, _) | Task::Serve(job) = e.into_inner()
+            && QUICK_ANSWER_DROPPED.allow()
         {
             log::warn!(
                 "[plugin:{}] write queue and reverse-call pool full: an answer was dropped",
@@ -242,7 +250,10 @@ impl Dispatcher {
             active,
             plugin: shared.label.clone(),
         };
-        if events.try_send(EventMsg::Progress(event)).is_err() {
+        if events.try_send(EventMsg::Progress(event)).is_err()
+            && log::log_enabled!(log::Level::Debug)
+            && PROGRESS_DROPPED.allow()
+        {
             log::debug!(
                 "[plugin:{}] progress event dropped (queue full)",
                 shared.label
@@ -280,7 +291,9 @@ fn event_loop(rx: &Receiver<EventMsg>, cb: &ProgressFn) {
     for msg in rx {
         match msg {
             EventMsg::Progress(event) => {
-                if catch_unwind(AssertUnwindSafe(|| cb(&event))).is_err() {
+                if catch_unwind(AssertUnwindSafe(|| cb(&event))).is_err()
+                    && PROGRESS_PANICKED.allow()
+                {
                     log::error!("executa host: the progress callback panicked; event dropped");
                 }
             }

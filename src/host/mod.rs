@@ -76,4 +76,5 @@ pub use options::{HostOptions, RestartPolicy, ShutdownPolicy, StderrRelay};
 pub use process::PluginProcess;
 pub use sample_args::sample_arguments;
 pub use service::{HandlerFn, Progress, ProgressFn, ResultWriter, ReverseCall, Service, Written};
+pub use shutdown::shutdown_child;
 pub use types::{ExitStage, Handshake, HealthReport, InvokeResult, ShutdownReport, StdoutNoise};

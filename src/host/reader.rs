@@ -21,7 +21,19 @@ use super::file_transport;
 use super::shared::Shared;
 use crate::error::{Error, RpcError, codes};
 use crate::id::Id;
+use crate::log_limit::NamedLimit;
 use crate::wire::{self, Frame, FrameReader, Message};
+
+// The plugin decides how many frames arrive: their lines are limited (`crate::log_limit`).
+pub(super) static DROPPED_NOTIFICATION: NamedLimit = NamedLimit::new("notification dropped");
+pub(super) static NULL_REPLY: NamedLimit = NamedLimit::new("unsolicited reply with id null");
+pub(super) static UNKNOWN_REPLY: NamedLimit = NamedLimit::new("reply to an unknown id");
+pub(super) static OVERSIZED: NamedLimit = NamedLimit::new("oversized frame dropped");
+
+/// Whether a debug line may be written: its level is on and its kind's limit allows it.
+fn debug_allowed(limit: &NamedLimit) -> bool {
+    log::log_enabled!(log::Level::Debug) && limit.allow()
+}
 
 /// Runs until stdout reaches end of file or fails, then reports the process's end. It
 /// blocks reading the pipe, which is its whole job; end of file comes when the plugin
@@ -58,7 +70,7 @@ fn on_line(shared: &Arc<Shared>, dispatch: &Dispatcher, line: &[u8]) {
         } => {
             if method == "executa/progress" {
                 dispatch.progress(shared, params);
-            } else {
+            } else if debug_allowed(&DROPPED_NOTIFICATION) {
                 log::debug!("[plugin:{}] notification `{method}` dropped", shared.label);
             }
         }
@@ -122,7 +134,7 @@ fn on_line(shared: &Arc<Shared>, dispatch: &Dispatcher, line: &[u8]) {
 /// ours, are dropped.
 fn settle(shared: &Shared, id: &RawValue, reply: super::pending::Reply) {
     if id.get() == "null" {
-        if !shared.pending.settle_null(reply) {
+        if !shared.pending.settle_null(reply) && debug_allowed(&NULL_REPLY) {
             log::debug!(
                 "[plugin:{}] unsolicited reply with id null dropped",
                 shared.label
@@ -134,7 +146,7 @@ fn settle(shared: &Shared, id: &RawValue, reply: super::pending::Reply) {
         .get()
         .parse::<u64>()
         .is_ok_and(|n| shared.pending.settle(n, reply));
-    if !settled {
+    if !settled && debug_allowed(&UNKNOWN_REPLY) {
         log::debug!(
             "[plugin:{}] reply to unknown or abandoned id {} dropped",
             shared.label,
@@ -175,10 +187,13 @@ fn on_oversized(shared: &Shared, head: &[u8], tail: &[u8], size: usize) {
     let found = wire::scan_head(head);
     let is_request = found.has_method;
     let Some(id) = found.id.or_else(|| wire::scan_tail(tail)) else {
-        return log::warn!(
-            "[plugin:{}] oversized frame ({size} bytes) without an id dropped",
-            shared.label
-        );
+        if OVERSIZED.allow() {
+            log::warn!(
+                "[plugin:{}] oversized frame ({size} bytes) without an id dropped",
+                shared.label
+            );
+        }
+        return;
     };
     if !is_request
         && id.as_u64().is_some_and(|n| {
@@ -195,7 +210,7 @@ fn on_oversized(shared: &Shared, head: &[u8], tail: &[u8], size: usize) {
             format!("request frame of {size} bytes exceeds the host's {max}-byte cap"),
         );
         answer_error(shared, &id, &err);
-    } else {
+    } else if OVERSIZED.allow() {
         log::warn!(
             "[plugin:{}] oversized frame ({size} bytes) with id {id} dropped",
             shared.label

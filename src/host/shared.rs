@@ -24,6 +24,7 @@ use super::writer::PluginStdin;
 use crate::error::{Error, Result, RpcError};
 use crate::id::Id;
 use crate::lock::lock;
+use crate::log_limit::NamedLimit;
 use crate::manifest::Manifest;
 use crate::protocol::ProtocolVersion;
 use crate::spin::ReplyPoller;
@@ -54,6 +55,10 @@ pub(super) const STDOUT_EOF_WAIT: Duration = Duration::from_millis(300);
 /// then idle or about to fail on the broken pipe, so this only matters when some helper
 /// holds stdin open and stopped reading.
 pub(super) const CLOSE_WAIT: Duration = Duration::from_millis(100);
+/// Answers the plugin decides how many of: their lines are limited (`crate::log_limit`).
+pub(super) static ANSWER_DROPPED: NamedLimit = NamedLimit::new("reverse-call answer dropped");
+pub(super) static ERROR_ANSWER_DROPPED: NamedLimit = NamedLimit::new("error answer dropped");
+
 /// The id of `initialize`: the Agent sends it with id 0, so a plugin that mistakes a
 /// falsy id for a notification shows up here as it would in production.
 pub(super) const INITIALIZE_ID: u64 = 0;
@@ -228,7 +233,9 @@ impl Shared {
     /// Sends an answer to a reverse call, from a worker thread (as [`Shared::send_frame`],
     /// waiting at most `REPLY_SEND_WAIT` for room in the queue).
     pub(crate) fn send_reply(&self, frame: Vec<u8>) {
-        if let Err(e) = self.out.send_timeout(frame, REPLY_SEND_WAIT) {
+        if let Err(e) = self.out.send_timeout(frame, REPLY_SEND_WAIT)
+            && ANSWER_DROPPED.allow()
+        {
             let why = match e {
                 SendFailure::Timeout => "the plugin is not reading its stdin",
                 SendFailure::Closed => "its stdin is closed",
@@ -241,7 +248,7 @@ impl Shared {
     /// into the pipe when it has room and nothing is queued, else queued; dropped (and
     /// logged) when the queue is full.
     pub(crate) fn try_send(&self, frame: Vec<u8>) {
-        if self.out.try_send(frame).is_err() {
+        if self.out.try_send(frame).is_err() && ERROR_ANSWER_DROPPED.allow() {
             log::warn!(
                 "[plugin:{}] write queue full or closed: an error answer was dropped",
                 self.label

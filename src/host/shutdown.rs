@@ -1,15 +1,17 @@
 //! The Agent's shutdown sequence for one plugin process: close stdin, wait, `SIGTERM`,
 //! wait, `SIGKILL`, then reap and join its threads.
 
+use std::process::{Child, ExitStatus};
 use std::sync::atomic::Ordering;
 use std::thread;
 use std::time::{Duration, Instant};
 
 use super::options::ShutdownPolicy;
 use super::process::PluginProcess;
-use super::shared::{CLOSE_WAIT, THREAD_JOIN_WAIT};
+use super::shared::{self, CLOSE_WAIT, THREAD_JOIN_WAIT};
 use super::signal::{self, Signal};
 use super::types::{ExitStage, ShutdownReport};
+use super::{dispatch, reader};
 use crate::lock::lock;
 
 impl PluginProcess {
@@ -42,6 +44,7 @@ impl PluginProcess {
             .pending
             .close(&format!("plugin `{}` was shut down", self.shared.label));
         self.join_threads(THREAD_JOIN_WAIT);
+        report_suppressed();
         *report = Some(r);
         r
     }
@@ -101,6 +104,81 @@ impl PluginProcess {
                 thread::sleep(Duration::from_millis(2));
             }
         }
+    }
+}
+
+/// Runs the Agent's shutdown sequence on a plugin process started without
+/// [`PluginProcess`] (a tool that drives the pipes itself, as `executa bench` does). Close
+/// its stdin first; then this waits up to `stdin_grace` for it to exit, sends `SIGTERM`,
+/// waits up to `term_grace`, sends `SIGKILL`, waits up to `kill_wait`, and finally sends
+/// `SIGKILL` to whatever is left of its process group (helpers that ignored `SIGTERM` or
+/// outlived it). The signals go to its process group, so start it as the leader of one
+/// ([`CommandExt::process_group(0)`](std::os::unix::process::CommandExt::process_group));
+/// one that is not gets them alone. Returns once it has been reaped (or the last wait ran
+/// out), with the step that ended it.
+pub fn shutdown_child(child: &mut Child, policy: &ShutdownPolicy) -> ShutdownReport {
+    let start = Instant::now();
+    let pid = child.id();
+    let done = |stage, status| ShutdownReport {
+        stage,
+        status,
+        elapsed: start.elapsed(),
+    };
+    let report = if let Ok(Some(status)) = child.try_wait() {
+        done(ExitStage::AlreadyExited, Some(status))
+    } else if let Some(status) = wait_child(child, policy.stdin_grace) {
+        done(ExitStage::StdinClosed, Some(status))
+    } else {
+        // Still unreaped here (`wait_child` said so), so the pid and its group are its.
+        let _ = signal::send(pid, Signal::Term);
+        match wait_child(child, policy.term_grace) {
+            Some(status) => done(ExitStage::Terminated, Some(status)),
+            None => {
+                if signal::send(pid, Signal::Kill).is_err() {
+                    let _ = child.kill();
+                }
+                done(ExitStage::Killed, wait_child(child, policy.kill_wait))
+            }
+        }
+    };
+    if report.status.is_some() {
+        let _ = signal::kill_group_remnants(pid);
+    }
+    report
+}
+
+/// Polls for the child's exit until `timeout` (std has no timed wait on a child).
+fn wait_child(child: &mut Child, timeout: Duration) -> Option<ExitStatus> {
+    let deadline = Instant::now() + timeout;
+    let mut nap = Duration::from_millis(1);
+    loop {
+        if let Ok(Some(status)) = child.try_wait() {
+            return Some(status);
+        }
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return None;
+        }
+        thread::sleep(nap.min(left));
+        nap = (nap * 2).min(Duration::from_millis(20));
+    }
+}
+
+/// Logs how many lines the host's log limits left out so far (`crate::log_limit`): a
+/// plugin's flood often ends with its process, and no later window would report them.
+fn report_suppressed() {
+    for limit in [
+        &reader::DROPPED_NOTIFICATION,
+        &reader::NULL_REPLY,
+        &reader::UNKNOWN_REPLY,
+        &reader::OVERSIZED,
+        &shared::ANSWER_DROPPED,
+        &shared::ERROR_ANSWER_DROPPED,
+        &dispatch::QUICK_ANSWER_DROPPED,
+        &dispatch::PROGRESS_DROPPED,
+        &dispatch::PROGRESS_PANICKED,
+    ] {
+        limit.flush();
     }
 }
 

@@ -3,14 +3,15 @@
 //! prefix, and keeps the last few lines for error messages.
 
 use std::collections::VecDeque;
-use std::io::{self, BufRead, BufReader, Read, Write};
+use std::io::{self, BufRead, BufReader, Read};
 use std::sync::{Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use super::options::StderrRelay;
 use crate::lock::lock;
 
-/// Longest stderr line kept or relayed; the rest of a longer line is drained and counted.
+/// Longest stderr line kept or relayed (a relay to our own stderr cuts it again, at
+/// 2 KiB: see `logger::write_line`); the rest of a longer line is drained and counted.
 const MAX_LINE: usize = 8 * 1024;
 /// Longest line kept in the tail used for error messages.
 const TAIL_LINE: usize = 1024;
@@ -159,8 +160,10 @@ fn relay_line(relay: StderrRelay, label: &str, text: &str) {
     if to_log {
         log::info!(target: "executa::relay", "[plugin:{label}] {text}");
     } else {
-        // Best effort: if our own stderr is closed there is nowhere left to say so.
-        let _ = writeln!(io::stderr().lock(), "[plugin:{label}] {text}");
+        // Never waits for our stderr: were nobody to read it, this thread would stop
+        // draining the plugin's stderr, and a plugin that logs would stop too. A line that
+        // finds no room is dropped and counted, as the logger's are.
+        crate::logger::write_line(format!("[plugin:{label}] {text}\n"));
     }
 }
 

@@ -32,9 +32,20 @@ fn on_exit(core: &Core, generation: u64, events: &Receiver<Event>) -> bool {
     let Some((dead, mut attempt)) = record_exit(core, generation) else {
         return lock(&core.slot).state != HostState::Stopped;
     };
-    // Reap it (or make it exit, if it only closed its stdout).
+    // Reap it (or make it exit, if it only closed its stdout). `Host::shutdown` finds it
+    // in `retiring` meanwhile, and waits for this.
     let report = dead.process.shutdown();
     log::debug!("[plugin:{}] previous process {report}", core.label);
+    {
+        let mut slot = lock(&core.slot);
+        if slot
+            .retiring
+            .as_ref()
+            .is_some_and(|p| Arc::ptr_eq(p, &dead.process))
+        {
+            slot.retiring = None;
+        }
+    }
     drop(dead);
     if !policy.enabled {
         return true;
@@ -104,6 +115,7 @@ fn record_exit(core: &Core, generation: u64) -> Option<(Arc<Session>, u32)> {
         return None;
     }
     let dead = slot.session.take()?;
+    slot.retiring = Some(dead.process.clone());
     let reason = dead
         .process
         .disconnect_reason()

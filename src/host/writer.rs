@@ -152,11 +152,17 @@ impl PluginStdin {
             // all (POSIX), and `direct` is only set for a pipe. Were it to, the rest would
             // have to go now, before any other frame, waiting for room if need be.
             Ok(n) => {
-                log::error!(
-                    "a pipe took part of an atomic write ({n} of {})",
-                    frame.len()
-                );
-                if let Err(e) = write_with_room(&file, &frame[n..]) {
+                static PARTIAL: crate::log_limit::NamedLimit =
+                    crate::log_limit::NamedLimit::new("partial atomic write");
+                if PARTIAL.allow() {
+                    log::error!(
+                        "a pipe took part of an atomic write ({n} of {})",
+                        frame.len()
+                    );
+                }
+                if let Err(e) = write_with_room(&file, &frame[n..])
+                    && PARTIAL.allow()
+                {
                     log::error!("stdin write failed: {e}");
                 }
                 Ok(())

@@ -197,14 +197,14 @@ impl Plugin {
             println!("{}", parts.manifest_json.get());
             std::process::exit(0);
         }
+        // No line of its own for the end: the runtime logged why it stopped and what it
+        // abandoned, and `Stopped`'s `Debug` cost every plugin binary 700 bytes. A failure
+        // is said once: with the stderr logger, a `log::error!` beside the `eprintln!`
+        // printed it twice.
         let code = match self.run_stdio() {
-            Ok(stopped) => {
-                log::info!("executa: stopped: {stopped:?}");
-                0
-            }
+            Ok(_) => 0,
             Err(e @ Error::InvalidPlugin(_)) => exit_refused(e),
             Err(e) => {
-                log::error!("executa: the plugin runtime failed: {e}");
                 eprintln!("executa: the plugin runtime failed: {e}");
                 1
             }
@@ -215,17 +215,21 @@ impl Plugin {
     fn exit_with_help(&self) -> ! {
         let m = &self.manifest;
         let mut text = format!("{} {}\n{}\n\nTOOLS:\n", m.name, m.version, m.description);
+        // Written in place, the rest printed with it: a `format!` per line and a copy
+        // each cost more code.
         for t in &self.tools {
-            text.push_str(&format!("    {:<16} {}\n", t.spec.name, t.spec.description));
+            let _ = std::fmt::Write::write_fmt(
+                &mut text,
+                format_args!("    {:<16} {}\n", t.spec.name, t.spec.description),
+            );
         }
-        text.push_str(
-            "\nAn Executa plugin: it speaks line-delimited JSON-RPC 2.0 on stdin/stdout and is\n\
+        print!(
+            "{text}\nAn Executa plugin: it speaks line-delimited JSON-RPC 2.0 on stdin/stdout and is\n\
              started by its host (the Anna Agent, `executa call`/`check`), not by hand.\n\n\
              OPTIONS:\n    --describe   print the manifest as JSON and exit\n\
              \x20   --help       print this help\n    --version    print the name and version\n\
-             Logging goes to stderr; set EXECUTA_LOG=debug for more.\n",
+             Logging goes to stderr; set EXECUTA_LOG=debug for more.\n"
         );
-        print!("{text}");
         std::process::exit(0)
     }
 

@@ -148,7 +148,11 @@ impl Service {
             Method::Health => {
                 let health = match &self.health {
                     Some(hook) => catch_unwind(AssertUnwindSafe(hook)).unwrap_or_else(|_| {
-                        log::error!("executa: the health hook panicked");
+                        static HEALTH_PANIC: crate::log_limit::LogLimit =
+                            crate::log_limit::LogLimit::new();
+                        if HEALTH_PANIC.allow("health hook panicked") {
+                            log::error!("executa: the health hook panicked");
+                        }
                         Health::error("health hook panicked")
                     }),
                     None => Health::ready(),
@@ -330,7 +334,10 @@ impl Service {
                 if let Err(again) = catch_unwind(AssertUnwindSafe(|| drop(panic))) {
                     std::mem::forget(again);
                 }
-                log::error!("executa: tool `{}` panicked: {what}", tool.spec.name);
+                static PANICS: crate::log_limit::LogLimit = crate::log_limit::LogLimit::new();
+                if PANICS.allow("tool panicked") {
+                    log::error!("executa: tool `{}` panicked: {what}", tool.spec.name);
+                }
                 let msg = format!(
                     "tool `{}` panicked; details are in the plugin's stderr",
                     tool.spec.name

@@ -29,6 +29,7 @@ use serde_json::json;
 
 use crate::error::{RpcError, codes};
 use crate::id::Id;
+use crate::log_limit::LogLimit;
 use crate::wire::{self, Frame, FrameReader, Message};
 
 use super::dispatch::Scratch;
@@ -36,6 +37,12 @@ use super::events::Event;
 use super::job::{InvokeJob, InvokeParts, Job, Line, Method, span_of};
 use super::relay::{self, ReadRole};
 use super::service::Service;
+
+// Lines logged per frame, each kind within its limit (`log_limit.rs`).
+static NOTIFICATION: LogLimit = LogLimit::new();
+static BAD_NOTIFICATION: LogLimit = LogLimit::new();
+static BAD_ANSWER: LogLimit = LogLimit::new();
+static OVERSIZED: LogLimit = LogLimit::new();
 
 /// Refusals are logged at most this often, as a count.
 const REFUSAL_LOG_EVERY: Duration = Duration::from_secs(1);
@@ -471,7 +478,9 @@ impl Reader {
                 id: None, method, ..
             } => {
                 // A notification is never answered; none needs the dispatch side.
-                log::debug!("executa: ignoring notification {method}");
+                if log::log_enabled!(log::Level::Debug) && NOTIFICATION.allow("notification") {
+                    log::debug!("executa: ignoring notification {method}");
+                }
                 return Parsed::Done;
             }
             Message::Request {
@@ -518,7 +527,9 @@ impl Reader {
                 error: RpcError::new(codes::INVALID_REQUEST, reason),
             },
             Message::Ignored(reason) => {
-                log::warn!("executa: dropped an invalid notification: {reason}");
+                if BAD_NOTIFICATION.allow("invalid notification") {
+                    log::warn!("executa: dropped an invalid notification: {reason}");
+                }
                 return Parsed::Done;
             }
         })
@@ -541,7 +552,7 @@ impl Reader {
                 format!("malformed response from the host: {reason}"),
             );
             pending.settle(id, Err(error));
-        } else {
+        } else if BAD_ANSWER.allow("malformed answer") {
             log::warn!(
                 "executa: dropped a malformed response with id {}: {reason}",
                 id.get()
@@ -561,7 +572,9 @@ impl Reader {
             message: format!("frame of {size} bytes exceeds the {max}-byte limit"),
             data: Some(json!({ "errorCode": "frame_too_large", "size": size, "max": max })),
         };
-        log::warn!("executa: {}", error.message);
+        if OVERSIZED.allow("oversized frame") {
+            log::warn!("executa: {}", error.message);
+        }
         let pending = &self.svc.peer.pending;
         // An oversized answer to a call of ours still waiting fails that call, not the
         // plugin. Anything else is answered, even with an id of our shape: the frame may be

@@ -32,7 +32,11 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use crate::log_limit::LogLimit;
 use crate::sys::Timer;
+
+/// A failure to start a reader thread is logged within a limit: it may recur per run.
+static NO_READER: LogLimit = LogLimit::new();
 
 thread_local! {
     /// Whether this thread is a reader running an invoke with its state parked.
@@ -151,8 +155,7 @@ impl Relay {
                 timer.set(self.limit - ran);
                 return;
             }
-            log::debug!("executa: a run on the reader passed its limit; reading moves on");
-            if self.relieve().is_err() {
+            if self.relieve().is_err() && NO_READER.allow("no reader thread") {
                 log::error!("executa: could not start a reader thread for a long invoke");
             }
         }

@@ -85,3 +85,71 @@ pub fn unique(what: &str) -> String {
     let n = N.fetch_add(1, Ordering::Relaxed);
     format!("executa-{what}-{}-{n}", std::process::id())
 }
+
+/// Whether process `pid` has ended (exited and been reaped, or a zombie) within `limit`:
+/// waits on a pidfd, which the kernel makes readable when the process ends, so the wait
+/// is for that event, not a poll. `Duration::ZERO` asks whether it has ended already.
+pub fn ends_within(pid: u32, limit: Duration) -> bool {
+    use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+    // SAFETY: pidfd_open takes a pid and flags and returns a new descriptor or -1.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid as libc::pid_t, 0) };
+    if fd < 0 {
+        let e = std::io::Error::last_os_error();
+        assert_eq!(
+            e.raw_os_error(),
+            Some(libc::ESRCH),
+            "pidfd_open({pid}): {e}"
+        );
+        return true;
+    }
+    // SAFETY: the descriptor was just opened for us, and nothing else owns it.
+    let fd = unsafe { OwnedFd::from_raw_fd(fd as i32) };
+    let deadline = Instant::now() + limit;
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let mut pfd = libc::pollfd {
+            fd: fd.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        let ms = left.as_millis().min(i32::MAX as u128) as i32;
+        // SAFETY: one valid pollfd for the duration of the call.
+        match unsafe { libc::poll(&mut pfd, 1, ms) } {
+            0 => return false,
+            n if n > 0 => return true,
+            _ => assert_eq!(
+                std::io::Error::last_os_error().kind(),
+                std::io::ErrorKind::Interrupted,
+                "poll on a pidfd"
+            ),
+        }
+    }
+}
+
+/// Kills the listed processes when dropped (a failing test's leftovers).
+pub struct KillOnDrop(pub Vec<u32>);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        for &pid in &self.0 {
+            // SAFETY: kill(2) has no memory-safety preconditions.
+            unsafe { libc::kill(pid as libc::pid_t, libc::SIGKILL) };
+        }
+    }
+}
+
+/// The "PLUGIN_PID HELPER_PID" a fixture wrote to `path`.
+pub fn read_pids(path: &std::path::Path) -> (u32, u32) {
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let mut pids = text.split_whitespace().map(|p| p.parse().expect("a pid"));
+    let pids = (
+        pids.next().expect("plugin pid"),
+        pids.next().expect("helper pid"),
+    );
+    let _ = std::fs::remove_file(path);
+    pids
+}
+
+/// The bound on waiting for a process to end that should have ended already: long enough
+/// for a loaded machine, short enough that a test failing on it ends soon.
+pub const EVENT_WAIT_SHORT: Duration = Duration::from_secs(10);

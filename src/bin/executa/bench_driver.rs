@@ -5,13 +5,16 @@
 //! of the driver's own.
 
 use std::io::{BufRead, BufReader, BufWriter, Write};
+use std::os::unix::process::CommandExt;
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{RecvTimeoutError, Sender, bounded};
-use executa::host::{MemoryStorage, ReverseCall, ScriptedSampling, Service};
+use executa::host::{
+    MemoryStorage, ReverseCall, ScriptedSampling, Service, ShutdownPolicy, shutdown_child,
+};
 use executa::wire::{self, Message};
 use executa::{Id, Manifest, RpcError};
 use serde::Deserialize;
@@ -63,8 +66,10 @@ pub struct Session {
 }
 
 impl Session {
-    /// Spawns `target` (under `taskset -c CPU` when pinned), sends `initialize` (v2, with
-    /// the sampling capability) and `describe`, each bounded by its timeout.
+    /// Spawns `target` (under `taskset -c CPU` when pinned, which execs it) as the leader
+    /// of its own process group, so that the shutdown sequence reaches its helpers too;
+    /// sends `initialize` (v2, with the sampling capability) and `describe`, each bounded
+    /// by its timeout. On failure the plugin is shut down ([`Session::close`]).
     pub fn start(
         target: &Target,
         quiet: bool,
@@ -85,9 +90,11 @@ impl Session {
             } else {
                 Stdio::inherit()
             })
+            .process_group(0)
             .spawn()
             .map_err(|e| format!("cannot start `{}`: {e}", argv.join(" ")))?;
         let (Some(stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) else {
+            shutdown_child(&mut child, &ShutdownPolicy::default());
             return Err("the plugin's pipes are missing".into());
         };
         let mut session = Session {
@@ -111,11 +118,21 @@ impl Session {
         // A 1.1 plugin answers -32601; the run goes on either way.
         let _ = session.request("initialize", &init, init_timeout);
         let manifest = session
-            .request("describe", &json!({}), describe_timeout)?
-            .map_err(|e| format!("describe failed: {}", e.get()))?;
-        session.manifest = serde_json::from_str(manifest.get())
-            .map_err(|e| format!("unreadable manifest: {e}"))?;
-        Ok(session)
+            .request("describe", &json!({}), describe_timeout)
+            .and_then(|m| m.map_err(|e| format!("describe failed: {}", e.get())))
+            .and_then(|m| {
+                serde_json::from_str(m.get()).map_err(|e| format!("unreadable manifest: {e}"))
+            });
+        match manifest {
+            Ok(manifest) => {
+                session.manifest = manifest;
+                Ok(session)
+            }
+            Err(e) => {
+                session.close();
+                Err(e)
+            }
+        }
     }
 
     /// One request; its result (or error object), or why there is none.
@@ -203,19 +220,13 @@ impl Session {
         )
     }
 
-    /// Closes the plugin's stdin and waits for it to exit (at most 5 s, then kills it).
+    /// Runs the Agent's shutdown sequence, as the host does: closes the plugin's stdin,
+    /// waits up to 5 s, `SIGTERM`, 5 s, `SIGKILL`, 5 s, then `SIGKILL` to what is left of
+    /// its process group; returns once it has been reaped.
     pub fn close(mut self) {
         let _ = self.stdin.flush();
         drop(self.stdin);
-        let deadline = Instant::now() + Duration::from_secs(5);
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(5));
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        shutdown_child(&mut self.child, &ShutdownPolicy::default());
     }
 }
 

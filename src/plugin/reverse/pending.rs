@@ -12,6 +12,7 @@ use std::sync::{Arc, Mutex};
 use serde_json::value::RawValue;
 
 use crate::error::RpcError;
+use crate::log_limit::LogLimit;
 use crate::oneshot::{self, mailbox};
 
 use super::super::intake::Bell;
@@ -26,6 +27,12 @@ type AnswerSender = oneshot::Sender<Answer>;
 
 /// The waiting call's end of its mailbox.
 pub(crate) type AnswerReceiver = oneshot::Receiver<Answer>;
+
+// Answers the peer decides how many of, and a line per call while no reader thread can
+// start: logged a few a second (see `crate::log_limit`).
+static UNKNOWN_ANSWER: LogLimit = LogLimit::new();
+static LATE_ANSWER: LogLimit = LogLimit::new();
+static NO_READER: LogLimit = LogLimit::new();
 
 /// Outstanding calls keyed by our numeric id, sent on the wire as a string with `prefix`
 /// so our ids can never be confused with the peer's numeric ones.
@@ -106,6 +113,7 @@ impl Pending {
         if let Some(relay) = &self.relay
             && !relay.pumps_here()
             && relay.relieve().is_err()
+            && NO_READER.allow("no reader thread")
         {
             log::error!(
                 "executa: could not start a reader thread; a call to the host waits until \
@@ -130,7 +138,9 @@ impl Pending {
     /// already settled. Never blocks.
     pub fn settle(&self, id: &RawValue, answer: Answer) -> bool {
         let Some(number) = self.parse_id(id) else {
-            log::warn!("executa: dropped an answer with unknown id {}", id.get());
+            if UNKNOWN_ANSWER.allow("answer with an unknown id") {
+                log::warn!("executa: dropped an answer with unknown id {}", id.get());
+            }
             return false;
         };
         let mut table = self.lock();
@@ -138,10 +148,12 @@ impl Pending {
         self.counted(&table);
         drop(table);
         let Some(tx) = taken else {
-            log::warn!(
-                "executa: dropped an answer for id {} (timed out or already settled)",
-                id.get()
-            );
+            if LATE_ANSWER.allow("late answer") {
+                log::warn!(
+                    "executa: dropped an answer for id {} (timed out or already settled)",
+                    id.get()
+                );
+            }
             return false;
         };
         // A waiter that gave up already is fine: the answer is dropped with the box.
