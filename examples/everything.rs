@@ -89,6 +89,13 @@ fn print(args: TextArgs, _: &Invocation) -> Reply {
     Ok(json!({ "printed": true }))
 }
 
+fn log_line(args: TextArgs, _: &Invocation) -> Reply {
+    // The plugin's log goes to stderr too; a line that finds no room there is dropped and
+    // counted, never waited for.
+    log::warn!("{}", args.text);
+    Ok(json!({ "logged": true }))
+}
+
 fn credentials(_: Value, ctx: &Invocation) -> Reply {
     // Names only: values never leave the invocation.
     Ok(json!({ "names": ctx.credential_names().collect::<Vec<_>>() }))
@@ -154,6 +161,10 @@ fn plugin() -> Plugin {
         )
         .tool(
             Tool::new("print", "println!s text (lands on stderr)", print)
+                .param(Param::string("text", "Text")),
+        )
+        .tool(
+            Tool::new("log", "Logs text as a warning (stderr)", log_line)
                 .param(Param::string("text", "Text")),
         )
         .tool(Tool::new(

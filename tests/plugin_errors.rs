@@ -605,6 +605,29 @@ fn a_plugin_whose_stderr_nobody_reads_keeps_answering() {
     };
     let elapsed = start.elapsed();
     assert!(reply.contains("\"status\":\"ready\""), "{reply}");
+    // The lines above are each within their limit, so they no longer fill the pipe: a
+    // tool's own log lines (2 KB each, 200 of them, six times the pipe's room) do, and
+    // every invoke is still answered.
+    let mut stdin = writer.join().expect("writer");
+    let text = "y".repeat(2000);
+    let mut logs = String::new();
+    for i in 0..200 {
+        logs.push_str(&format!(
+            "{{\"jsonrpc\":\"2.0\",\"id\":\"log{i}\",\"method\":\"invoke\",\"params\":{{\"tool\":\"log\",\"arguments\":{{\"text\":\"{text}\"}}}}}}\n"
+        ));
+    }
+    stdin
+        .write_all(logs.as_bytes())
+        .expect("write the log invokes");
+    let mut answered = 0;
+    while answered < 200 {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match lines.recv_timeout(left) {
+            Ok(line) if line.contains("\"id\":\"log") => answered += 1,
+            Ok(_) => {}
+            Err(_) => panic!("{answered} of 200 `log` invokes answered with stderr full"),
+        }
+    }
     // Now read stderr: what fitted, then the count of what did not, written with the
     // next line that finds room. A line logged before the pipe is drained is dropped too,
     // so each round logs one more (an invalid notification) and asks `health`, until the
@@ -621,7 +644,6 @@ fn a_plugin_whose_stderr_nobody_reads_keeps_answering() {
             }
         }
     });
-    let mut stdin = writer.join().expect("writer");
     let mut text = String::new();
     let counted = "more `log (stderr was full)` lines suppressed";
     for round in 0..20 {
