@@ -3,15 +3,18 @@
 //! read, or a frame already judged invalid.
 
 use std::borrow::Cow;
+use std::fmt;
 use std::ops::Range;
 
 use serde::Deserialize;
+use serde::de::{Deserializer, Error as _, IgnoredAny, MapAccess, Visitor};
 use serde_json::Value;
 use serde_json::value::RawValue;
 
 use crate::error::{RpcError, codes};
 use crate::id::Id;
 use crate::secret::Secret;
+use crate::wire::Str;
 
 use super::context::LegacyFields;
 use super::pool::Waiting;
@@ -170,20 +173,69 @@ pub(crate) struct InvokeParts {
 }
 
 /// `invoke` params as the host sends them.
-#[derive(Deserialize)]
+#[derive(Default)]
 struct InvokeParams<'a> {
-    #[serde(borrow, alias = "name")]
+    /// `tool`, or `name` (an older spelling).
     tool: Cow<'a, str>,
-    #[serde(default, borrow)]
     arguments: Option<&'a RawValue>,
-    #[serde(default, borrow)]
     context: Option<&'a RawValue>,
-    #[serde(default)]
     invoke_id: Option<Value>,
-    #[serde(default)]
     sampling_token: Option<Token>,
-    #[serde(default)]
     storage_token: Option<Token>,
+}
+
+impl<'de> Deserialize<'de> for InvokeParams<'de> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_map(ParamsVisitor)
+    }
+}
+
+/// Reads invoke params as `derive(Deserialize)` would (duplicates and a missing `tool`
+/// refused), but from an object only: the derived reader also takes a JSON array
+/// positionally, and its code for that was in every plugin.
+struct ParamsVisitor;
+
+impl<'de> Visitor<'de> for ParamsVisitor {
+    type Value = InvokeParams<'de>;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("invoke params")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        let mut p = InvokeParams::default();
+        let mut tool = None;
+        // One bit per field read, to refuse a duplicate.
+        let mut seen = 0u8;
+        while let Some(Str(key)) = map.next_key::<Str<'de>>()? {
+            let (bit, name) = match &*key {
+                "tool" | "name" => (1, "tool"),
+                "arguments" => (2, "arguments"),
+                "context" => (4, "context"),
+                "invoke_id" => (8, "invoke_id"),
+                "sampling_token" => (16, "sampling_token"),
+                "storage_token" => (32, "storage_token"),
+                _ => {
+                    map.next_value::<IgnoredAny>()?;
+                    continue;
+                }
+            };
+            if seen & bit != 0 {
+                return Err(A::Error::duplicate_field(name));
+            }
+            seen |= bit;
+            match bit {
+                1 => tool = Some(map.next_value::<Str<'de>>()?.0),
+                2 => p.arguments = map.next_value()?,
+                4 => p.context = map.next_value()?,
+                8 => p.invoke_id = map.next_value()?,
+                16 => p.sampling_token = map.next_value()?,
+                _ => p.storage_token = map.next_value()?,
+            }
+        }
+        p.tool = tool.ok_or_else(|| A::Error::missing_field("tool"))?;
+        Ok(p)
+    }
 }
 
 /// A legacy token, read straight into a [`Secret`]: wiped when dropped, also when the
