@@ -13,7 +13,7 @@ use serde_json::value::RawValue;
 
 use crate::error::{RpcError, codes};
 use crate::id::Id;
-use crate::secret::Secret;
+use crate::secret::{Secret, zero};
 use crate::wire::Str;
 
 use super::context::LegacyFields;
@@ -51,7 +51,7 @@ impl Line {
     /// Gives the buffer back, zeroed, for reuse.
     pub fn into_buffer(mut self) -> Vec<u8> {
         let mut buf = std::mem::take(&mut self.0);
-        buf.fill(0);
+        zero(&mut buf);
         buf.clear();
         buf
     }
@@ -60,7 +60,7 @@ impl Line {
 impl Drop for Line {
     fn drop(&mut self) {
         // A line not handed back still must not leave credentials in freed memory.
-        self.0.fill(0);
+        zero(&mut self.0);
     }
 }
 
