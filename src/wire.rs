@@ -389,10 +389,11 @@ pub fn parse(line: &[u8]) -> Message<'_> {
     };
     let problem = if env.id.is_some() && id.is_none() {
         // JSON-RPC ids are strings, numbers or null; any other id is not echoed.
-        Some("id must be a string, a number or null".to_owned())
+        Some(BAD_ID.to_owned())
     } else if let Some(v) = env.jsonrpc.as_ref().map(|v| &*v.0).filter(|v| *v != "2.0") {
         Some(format!(
-            "unsupported jsonrpc version {v:?}, expected \"2.0\""
+            "unsupported jsonrpc version {:?}, expected \"2.0\"",
+            &*elide(v, QUOTE_BYTES)
         ))
     } else if env
         .params
@@ -466,6 +467,7 @@ pub(crate) fn compact_invoke<T>(
     // A number or a string, as `parse` takes them (not `null`, which it reads apart), and
     // an object.
     let ok = matches!(rest.first(), Some(b'-' | b'0'..=b'9' | b'"'))
+        && id_len <= MAX_ID_BYTES
         && !rest[..id_len].last().is_some_and(u8::is_ascii_whitespace)
         && line.get(start) == Some(&b'{')
         && line.last() == Some(&b'}')
@@ -514,7 +516,7 @@ fn response<'a>(
         },
         (Some(_), _, _) => Message::Invalid {
             id: None,
-            reason: "id must be a string, a number or null".to_owned(),
+            reason: BAD_ID.to_owned(),
         },
         (None, _, _) => Message::Invalid {
             id: None,
@@ -524,9 +526,13 @@ fn response<'a>(
     }
 }
 
-/// Whether a raw id is a string, a number or null (JSON-RPC allows nothing else).
+/// Why an id is refused (and not echoed).
+const BAD_ID: &str = "id must be a string, a number or null, of at most 1024 bytes";
+
+/// Whether a raw id is a string, a number or null (JSON-RPC allows nothing else), of at
+/// most [`MAX_ID_BYTES`].
 fn valid_id(id: &RawValue) -> bool {
-    !matches!(first_byte(id), b'{' | b'[' | b't' | b'f')
+    !matches!(first_byte(id), b'{' | b'[' | b't' | b'f') && id.get().len() <= MAX_ID_BYTES
 }
 
 fn first_byte(raw: &RawValue) -> u8 {
@@ -770,11 +776,55 @@ pub(crate) fn write_result_with<E>(
     Ok(())
 }
 
-/// As [`write_error`], with the id as the raw JSON text taken from a parsed frame.
+/// As [`write_error`], with the id as the raw JSON text taken from a parsed frame. A
+/// message over [`MESSAGE_BYTES`] is elided (see [`elide`]), whoever wrote it: every error
+/// reply stays small, whatever a request or a handler put in it.
 pub(crate) fn write_error_to(out: &mut Vec<u8>, id: &[u8], error: &RpcError) {
     reply_head(out, id, b"error");
-    serialize_into(out, error);
+    let message = elide(&error.message, MESSAGE_BYTES);
+    let error = WireError {
+        code: error.code,
+        message: &message,
+        data: &error.data,
+    };
+    serialize_into(out, &error);
     out.extend_from_slice(b"}\n");
+}
+
+/// An [`RpcError`] as it is written, borrowed (its message perhaps elided).
+#[derive(Serialize)]
+struct WireError<'a> {
+    code: i64,
+    message: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    data: &'a Option<serde_json::Value>,
+}
+
+/// The most request text an error message quotes (an unknown method's or tool's name, a
+/// bad version, a value serde rejected): see [`elide`].
+pub(crate) const QUOTE_BYTES: usize = 256;
+
+/// The longest error message written whole (see [`write_error_to`]).
+const MESSAGE_BYTES: usize = 1024;
+
+/// The longest id a request may have: it is echoed in the reply, which must stay within
+/// the result cap. (JSON-RPC sets no limit; hosts send a number or a short string.)
+const MAX_ID_BYTES: usize = 1024;
+
+/// `text` whole up to `max` bytes, else its first `max` bytes at most (cut at a character
+/// boundary), then `… (N bytes)` with its full length. The one way an error message quotes
+/// request text (with [`QUOTE_BYTES`]) and the writer bounds any message (see
+/// [`write_error_to`]): a frame may hold 16 MiB, a reply must stay within the result cap.
+pub(crate) fn elide(text: &str, max: usize) -> Cow<'_, str> {
+    if text.len() <= max {
+        return Cow::Borrowed(text);
+    }
+    let mut end = max;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    let head = text.get(..end).unwrap_or_default();
+    Cow::Owned(format!("{head}… ({} bytes)", text.len()))
 }
 
 /// A reply frame up to its `result` or `error` member's value.
@@ -1244,6 +1294,45 @@ mod tests {
         assert_eq!(
             out,
             b"{\"jsonrpc\":\"2.0\",\"method\":\"executa/progress\",\"params\":{\"k\":1}}\n"
+        );
+    }
+
+    /// Quoted request text and over-long messages are cut at a character boundary, and say
+    /// how long the text was; the error keeps its code and data.
+    #[test]
+    fn error_messages_are_elided_with_their_length() {
+        assert_eq!(elide("short", 10), "short");
+        let text = format!("{}é", "a".repeat(9));
+        assert_eq!(elide(&text, 10), format!("{}… (11 bytes)", "a".repeat(9)));
+        let mut out = Vec::new();
+        let error = RpcError::with_code(-32602, "BAD", "m".repeat(5000));
+        write_error_to(&mut out, b"7", &error);
+        let reply: serde_json::Value = serde_json::from_slice(&out).unwrap();
+        let message = reply["error"]["message"].as_str().unwrap();
+        assert_eq!(
+            message,
+            format!("{}… (5000 bytes)", "m".repeat(MESSAGE_BYTES))
+        );
+        assert_eq!(reply["error"]["code"], -32602);
+        assert_eq!(reply["error"]["data"]["errorCode"], "BAD");
+    }
+
+    /// An id is echoed, so one longer than MAX_ID_BYTES is refused, in both layouts.
+    #[test]
+    fn an_id_too_long_to_echo_is_invalid() {
+        let id = format!("\"{}\"", "i".repeat(MAX_ID_BYTES));
+        let line = format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"invoke","params":{{}}}}"#);
+        assert_eq!(compact_invoke(line.as_bytes(), skip_params), None);
+        assert!(matches!(
+            parse(line.as_bytes()),
+            Message::Invalid { id: None, .. }
+        ));
+        let id = format!("\"{}\"", "i".repeat(MAX_ID_BYTES - 2));
+        let line = format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"invoke","params":{{}}}}"#);
+        assert!(
+            read_alike(line.as_bytes()),
+            "an id of {} bytes is kept",
+            id.len()
         );
     }
 

@@ -14,7 +14,7 @@ use serde_json::value::RawValue;
 use crate::error::{RpcError, codes};
 use crate::id::Id;
 use crate::secret::{Secret, zero};
-use crate::wire::Str;
+use crate::wire::{QUOTE_BYTES, Str, elide};
 
 use super::context::LegacyFields;
 use super::pool::Waiting;
@@ -125,7 +125,8 @@ impl Method {
             "health" => Method::Health,
             "initialize" => Method::Initialize,
             "shutdown" => Method::Shutdown,
-            other => Method::Other(other.to_owned()),
+            // Quoted short: only its error reply uses it, and a name may be most of a frame.
+            other => Method::Other(elide(other, QUOTE_BYTES).into_owned()),
         }
     }
 }
@@ -262,7 +263,7 @@ impl InvokeParts {
         // Plugins have a handful of tools, so a linear scan of short strings is as fast as
         // hashing and keeps the binary small.
         let Some(tool) = tools.iter().position(|t| t.spec.name == p.tool) else {
-            let msg = format!("unknown tool: {}", p.tool);
+            let msg = format!("unknown tool: {}", &*elide(&p.tool, QUOTE_BYTES));
             let error = RpcError::with_code(codes::METHOD_NOT_FOUND, "TOOL_NOT_FOUND", msg);
             return Ok(Err(Box::new(error)));
         };
@@ -309,15 +310,17 @@ impl InvokeParts {
 mod tests {
     use super::*;
 
-    /// The error an unknown tool is answered with quotes its name, which may be most of the
-    /// frame: a waiting invoke counts it against the byte budgets beside its line.
+    /// The error an unknown tool is answered with quotes its name (at most QUOTE_BYTES of
+    /// it, and its length): a waiting invoke counts it against the byte budgets beside its
+    /// line.
     #[test]
     fn an_invoke_weighs_its_line_and_the_error_it_carries() {
         let name = "n".repeat(10_000);
         let line = format!(r#"{{"tool":"{name}"}}"#);
         let parts = InvokeParts::read(&[], line.as_bytes(), &line).expect("invoke params");
         let error = parts.as_ref().err().expect("an unknown tool");
-        assert!(error.message.contains(&name));
+        let quoted = format!("{}… (10000 bytes)", &name[..QUOTE_BYTES]);
+        assert_eq!(error.message, format!("unknown tool: {quoted}"));
         let error_len = error.message.len();
         let job = InvokeJob {
             line: Line::new(line.into_bytes()),
