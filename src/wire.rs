@@ -1353,8 +1353,8 @@ mod tests {
 
     /// Frames that hold [`MARK`]: small invokes, one past the read buffer (it grows), one
     /// past a cap of 300,000 bytes with the mark in its head and in its drained middle,
-    /// then, last, one without it. Returns the input and the frames' sizes.
-    fn marked_input() -> (Vec<u8>, Vec<usize>) {
+    /// then, last, one without it. Returns the input and the frames.
+    fn marked_input() -> (Vec<u8>, Vec<String>) {
         let mark = std::str::from_utf8(MARK).unwrap();
         let small = format!(
             r#"{{"jsonrpc":"2.0","id":1,"method":"invoke","params":{{"tool":"t","context":{{"credentials":{{"K":"{mark}"}}}}}}}}"#
@@ -1372,7 +1372,8 @@ mod tests {
             input.extend_from_slice(f.as_bytes());
             input.push(b'\n');
         }
-        (input, frames.iter().map(|f| f.len()).collect())
+        let frames = frames.into_iter().map(str::to_owned).collect();
+        (input, frames)
     }
 
     /// Hands out its input a piece at a time, and notes whether a buffer it was given to
@@ -1397,9 +1398,9 @@ mod tests {
     }
 
     /// Reads `marked_input` in pieces of `piece` bytes with a cap of 300,000, checking each
-    /// frame's size; returns the reader at end of input and whether a read saw the mark.
+    /// frame; returns the reader at end of input and whether a read saw the mark.
     fn read_marked(piece: usize) -> (FrameReader<Snoop>, bool) {
-        let (input, sizes) = marked_input();
+        let (input, sent) = marked_input();
         let saw = std::rc::Rc::new(std::cell::Cell::new(false));
         let snoop = Snoop {
             input,
@@ -1408,16 +1409,16 @@ mod tests {
             saw: saw.clone(),
         };
         let mut frames = FrameReader::new(snoop, 300_000);
-        for (n, want) in sizes.iter().enumerate() {
-            let size = match frames.next_frame().unwrap() {
-                Some(Frame::Line(l)) => l.len(),
-                Some(Frame::Oversized { head, size, .. }) => {
+        for (n, want) in sent.iter().enumerate() {
+            match frames.next_frame().unwrap() {
+                Some(Frame::Line(l)) => assert!(l == want.as_bytes(), "frame {n} ({piece})"),
+                Some(Frame::Oversized { head, tail, size }) => {
+                    assert_eq!(size, want.len(), "frame {n} ({piece})");
+                    assert!(want.as_bytes().starts_with(head) && want.as_bytes().ends_with(tail));
                     assert!(has_mark(head), "frame {n}: the head starts the frame");
-                    size
                 }
                 None => panic!("frame {n}: end of input"),
-            };
-            assert_eq!(size, *want, "frame {n} (pieces of {piece})");
+            }
         }
         assert_eq!(frames.next_frame().unwrap(), None);
         (frames, saw.get())
