@@ -32,8 +32,8 @@ const HEAD_BYTES: usize = 4096;
 pub enum Frame<'a> {
     /// A complete line (without its line ending, BOM or surrounding blank lines).
     Line(&'a [u8]),
-    /// A line longer than the cap. It was drained to the next LF without being buffered
-    /// whole; `head` holds its first bytes, enough to look for an id.
+    /// A line longer than the cap. It was drained to the next LF, never held whole beyond
+    /// the read buffer; `head` holds its first bytes, enough to look for an id.
     Oversized {
         /// The first bytes of the frame.
         head: &'a [u8],
