@@ -40,6 +40,13 @@ pub(crate) fn wipe(s: String) {
     std::hint::black_box(&bytes);
 }
 
+/// Overwrites bytes with zeros. The writes are kept even where the memory is freed right
+/// after, which would otherwise make them dead stores the compiler may drop.
+pub(crate) fn zero(bytes: &mut [u8]) {
+    bytes.fill(0);
+    std::hint::black_box(bytes);
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,12 +1,13 @@
 //! Line framing and envelope parsing shared by the plugin and host sides.
 //!
 //! One JSON-RPC 2.0 object per LF-terminated UTF-8 line. Input tolerates CRLF, a leading
-//! byte-order mark and blank lines. Frames are read into one reused buffer and parsed
-//! without building a `serde_json::Value` tree: `method` is borrowed, `params`, `result`
-//! and `error` stay raw JSON ([`RawValue`]). Output frames are always exactly one line.
+//! byte-order mark and blank lines. Frames are read into one reused buffer (wiped as it is
+//! reused: frames carry credentials) and parsed without building a `serde_json::Value`
+//! tree: `method` is borrowed, `params`, `result` and `error` stay raw JSON ([`RawValue`]).
+//! Output frames are always exactly one line.
 
 use std::borrow::Cow;
-use std::io::{self, BufRead, BufReader, Read};
+use std::io::{self, Read};
 use std::ops::Range;
 
 use serde::{Deserialize, Deserializer, Serialize};
@@ -14,12 +15,13 @@ use serde_json::value::RawValue;
 
 use crate::error::{RpcError, codes};
 use crate::id::Id;
+use crate::secret::zero;
 
 /// Default cap on one frame: 16 MiB, the Agent's `MAX_READLINE_BYTES`, which must hold an
 /// inline `host/uploadFile` (base64 of 8 MiB is about 10.7 MiB).
 pub const DEFAULT_MAX_FRAME_BYTES: usize = 16 * 1024 * 1024;
 
-/// Read buffer size; also the capacity the line buffer shrinks back to after a big frame.
+/// Read buffer size; also the size the buffer shrinks back to after a big frame.
 const READ_CHUNK: usize = 64 * 1024;
 
 /// How much of an oversized frame is kept to look for its `id`.
@@ -30,8 +32,8 @@ const HEAD_BYTES: usize = 4096;
 pub enum Frame<'a> {
     /// A complete line (without its line ending, BOM or surrounding blank lines).
     Line(&'a [u8]),
-    /// A line longer than the cap. It was drained to the next LF without being buffered
-    /// whole; `head` holds its first bytes, enough to look for an id.
+    /// A line longer than the cap. It was drained to the next LF, never held whole beyond
+    /// the read buffer; `head` holds its first bytes, enough to look for an id.
     Oversized {
         /// The first bytes of the frame.
         head: &'a [u8],
@@ -43,25 +45,45 @@ pub enum Frame<'a> {
 }
 
 /// Reads LF-delimited frames into one reused buffer, with a size cap.
+///
+/// Frames are returned borrowed from the read buffer. They may hold credentials, so no
+/// byte of one is left in memory this reader reuses or frees: consumed input is wiped when
+/// the buffer is compacted, before every read from the input; a buffer that grows or
+/// shrinks is wiped before it is freed, an oversized frame's drained bytes as they go, and
+/// what is left when the reader is dropped.
 pub struct FrameReader<R> {
-    inner: BufReader<R>,
-    line: Vec<u8>,
-    tail: Vec<u8>,
+    inner: R,
+    /// Input read: `buf[pos..filled]` is not consumed yet, `buf[..pos]` is, and
+    /// `buf[filled..]` is zero (so wiping `buf[..filled]` wipes the buffer).
+    buf: Vec<u8>,
+    pos: usize,
+    /// `buf[pos..scan]` holds no line break.
+    scan: usize,
+    filled: usize,
     max: usize,
-    /// The length so far of a line a gated read stopped in (its bytes stay in `line` and
-    /// `tail`): the next read goes on with it.
-    partial: Option<usize>,
+    /// The frame being drained past the cap (it starts at `buf[0]`).
+    over: Option<Over>,
+}
+
+/// What is kept of a frame past the cap: its first `head` bytes at `buf[..head]`, then at
+/// most [`HEAD_BYTES`] of its latest bytes; the `dropped` bytes between them are gone.
+#[derive(Clone, Copy)]
+struct Over {
+    head: usize,
+    dropped: usize,
 }
 
 impl<R: Read> FrameReader<R> {
     /// A reader with the given frame cap in bytes.
     pub fn new(inner: R, max_frame_bytes: usize) -> Self {
         FrameReader {
-            inner: BufReader::with_capacity(READ_CHUNK, inner),
-            line: Vec::with_capacity(READ_CHUNK),
-            tail: Vec::new(),
+            inner,
+            buf: vec![0; READ_CHUNK],
+            pos: 0,
+            scan: 0,
+            filled: 0,
             max: max_frame_bytes,
-            partial: None,
+            over: None,
         }
     }
 
@@ -79,33 +101,41 @@ impl<R: Read> FrameReader<R> {
         &mut self,
         ready: &mut dyn FnMut() -> bool,
     ) -> io::Result<Option<Frame<'_>>> {
-        if self.partial.is_none() {
-            // The previous frame may have held credentials: do not leave them lying around.
-            self.line.fill(0);
-            // Give back the memory of an earlier big frame.
-            if self.line.capacity() > 4 * READ_CHUNK {
-                self.line = Vec::with_capacity(READ_CHUNK);
-            }
-        }
         loop {
-            let resumed = self.partial.take();
-            if resumed.is_none() {
-                self.line.clear();
-                self.tail.clear();
-            }
-            let Some(size) = self.read_line(resumed, ready)? else {
-                return Ok(None);
+            let unscanned = self.buf.get(self.scan..self.filled).unwrap_or_default();
+            let end = match crate::sys::find_byte(unscanned, b'\n') {
+                Some(i) => self.scan + i,
+                // End of input: a last line without LF still counts.
+                None if self.fill(ready)? == 0 => {
+                    if self.filled == self.pos && self.over.is_none() {
+                        return Ok(None);
+                    }
+                    self.filled
+                }
+                None => continue,
             };
-            if size > self.max {
+            let start = self.pos;
+            self.pos = self.filled.min(end + 1);
+            self.scan = self.pos;
+            let over = self.over.take();
+            if over.is_some() || end - start > self.max {
+                let Over { head, dropped } = over.unwrap_or(Over {
+                    head: HEAD_BYTES,
+                    dropped: 0,
+                });
+                let line = self.buf.get(start..end).unwrap_or_default();
+                let size = line.len();
                 return Ok(Some(Frame::Oversized {
-                    head: &self.line,
-                    tail: &self.tail,
-                    size,
+                    head: &line[..head.min(size)],
+                    tail: &line[size - size.min(HEAD_BYTES)..],
+                    size: dropped + size,
                 }));
             }
-            let (start, end) = trim_frame(&self.line);
-            if start < end {
-                return Ok(Some(Frame::Line(&self.line[start..end])));
+            let (a, b) = trim_frame(self.buf.get(start..end).unwrap_or_default());
+            if a < b {
+                return Ok(Some(Frame::Line(
+                    self.buf.get(start + a..start + b).unwrap_or_default(),
+                )));
             }
         }
     }
@@ -113,65 +143,95 @@ impl<R: Read> FrameReader<R> {
     /// Whether a whole frame is already buffered, so [`FrameReader::next_frame`] would
     /// return without reading (a caller may hold its replies until it would block).
     pub fn has_buffered_frame(&self) -> bool {
-        self.inner.buffer().contains(&b'\n')
+        self.buf
+            .get(self.scan..self.filled)
+            .is_some_and(|b| b.contains(&b'\n'))
     }
 
-    /// Reads one raw line into `self.line` (keeping at most `max` bytes, then only the head).
-    /// Returns the line's full length, or `None` at end of input with nothing read.
-    /// `resumed`: the length read so far of a line a gated read stopped in.
-    fn read_line(
-        &mut self,
-        resumed: Option<usize>,
-        ready: &mut dyn FnMut() -> bool,
-    ) -> io::Result<Option<usize>> {
-        let mut size = resumed.unwrap_or(0);
-        let mut saw_any = resumed.is_some();
-        loop {
-            let read = if self.inner.buffer().is_empty() && !ready() {
-                Err(io::ErrorKind::WouldBlock.into())
-            } else {
-                self.inner.fill_buf()
-            };
-            let chunk = match read {
-                Ok(chunk) => chunk,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) => {
-                    // What was read of the line is kept for a caller that reads on.
-                    self.partial = saw_any.then_some(size);
-                    return Err(e);
-                }
-            };
-            if chunk.is_empty() {
-                return Ok(saw_any.then_some(size));
-            }
-            saw_any = true;
-            let (take, done) = match crate::sys::find_byte(chunk, b'\n') {
-                Some(i) => (i, true),
-                None => (chunk.len(), false),
-            };
-            let was_over = size > self.max;
-            size += take;
-            if size <= self.max {
-                self.line.extend_from_slice(&chunk[..take]);
-            } else {
-                if !was_over {
-                    // Crossed the cap: keep the head and a rolling tail, drain the rest.
-                    self.line.extend_from_slice(&chunk[..take]);
-                    let from = self.line.len().saturating_sub(HEAD_BYTES);
-                    self.tail.extend_from_slice(&self.line[from..]);
-                    self.line.truncate(HEAD_BYTES);
-                } else {
-                    self.tail
-                        .extend_from_slice(&chunk[take.saturating_sub(HEAD_BYTES)..take]);
-                }
-                let excess = self.tail.len().saturating_sub(HEAD_BYTES);
-                self.tail.drain(..excess);
-            }
-            self.inner.consume(take + usize::from(done));
-            if done {
-                return Ok(Some(size));
+    /// Reads more input after `filled`, having made room (consumed input wiped, a frame
+    /// past the cap drained). Returns the number of bytes read, 0 at end of input.
+    fn fill(&mut self, ready: &mut dyn FnMut() -> bool) -> io::Result<usize> {
+        self.scan = self.filled;
+        if self.over.is_none() && self.filled - self.pos > self.max {
+            self.compact();
+            self.over = Some(Over {
+                head: self.filled.min(HEAD_BYTES),
+                dropped: 0,
+            });
+        }
+        if let Some(Over { head, dropped }) = self.over {
+            // Past the cap: keep the head and the latest bytes, drain the rest.
+            let keep = head + HEAD_BYTES;
+            if self.filled > keep {
+                self.over = Some(Over {
+                    head,
+                    dropped: dropped + self.filled - keep,
+                });
+                self.move_down(self.filled - HEAD_BYTES, head);
             }
         }
+        self.compact();
+        let len = self.buf.len();
+        if self.filled == len {
+            self.realloc(2 * len);
+        } else if len > 4 * READ_CHUNK && self.filled < READ_CHUNK {
+            // Give back the memory of an earlier big frame.
+            self.realloc(READ_CHUNK);
+        }
+        loop {
+            if !ready() {
+                return Err(io::ErrorKind::WouldBlock.into());
+            }
+            let space = self.buf.get_mut(self.filled..).unwrap_or_default();
+            match self.inner.read(space) {
+                Ok(n) => {
+                    self.filled += n.min(space.len());
+                    return Ok(n);
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// Moves what is not consumed to the front of the buffer, wiping the rest: the
+    /// consumed frames (one fill of their bytes, once per read from the input).
+    fn compact(&mut self) {
+        if self.pos > 0 {
+            self.scan -= self.pos;
+            self.move_down(self.pos, 0);
+            self.pos = 0;
+        }
+    }
+
+    /// Moves `buf[from..filled]` down to `to`, wiping the bytes it leaves.
+    fn move_down(&mut self, from: usize, to: usize) {
+        let filled = self.filled;
+        self.buf.copy_within(from..filled, to);
+        self.filled = to + (filled - from);
+        self.scan = self.scan.min(self.filled);
+        if let Some(left) = self.buf.get_mut(self.filled..filled) {
+            zero(left);
+        }
+    }
+
+    /// Moves the buffered input (compacted) into a new buffer of `len` bytes, wiping the
+    /// old one before it is freed.
+    fn realloc(&mut self, len: usize) {
+        let mut old = std::mem::replace(&mut self.buf, vec![0; len]);
+        old.truncate(self.filled);
+        if let Some(to) = self.buf.get_mut(..old.len()) {
+            to.copy_from_slice(&old);
+        }
+        zero(&mut old);
+    }
+}
+
+impl<R> Drop for FrameReader<R> {
+    fn drop(&mut self) {
+        // What is left may hold credentials.
+        self.buf.truncate(self.filled);
+        zero(&mut self.buf);
     }
 }
 
@@ -329,10 +389,11 @@ pub fn parse(line: &[u8]) -> Message<'_> {
     };
     let problem = if env.id.is_some() && id.is_none() {
         // JSON-RPC ids are strings, numbers or null; any other id is not echoed.
-        Some("id must be a string, a number or null".to_owned())
+        Some(BAD_ID.to_owned())
     } else if let Some(v) = env.jsonrpc.as_ref().map(|v| &*v.0).filter(|v| *v != "2.0") {
         Some(format!(
-            "unsupported jsonrpc version {v:?}, expected \"2.0\""
+            "unsupported jsonrpc version {:?}, expected \"2.0\"",
+            &*elide(v, QUOTE_BYTES)
         ))
     } else if env
         .params
@@ -406,6 +467,7 @@ pub(crate) fn compact_invoke<T>(
     // A number or a string, as `parse` takes them (not `null`, which it reads apart), and
     // an object.
     let ok = matches!(rest.first(), Some(b'-' | b'0'..=b'9' | b'"'))
+        && id_len <= MAX_ID_BYTES
         && !rest[..id_len].last().is_some_and(u8::is_ascii_whitespace)
         && line.get(start) == Some(&b'{')
         && line.last() == Some(&b'}')
@@ -454,7 +516,7 @@ fn response<'a>(
         },
         (Some(_), _, _) => Message::Invalid {
             id: None,
-            reason: "id must be a string, a number or null".to_owned(),
+            reason: BAD_ID.to_owned(),
         },
         (None, _, _) => Message::Invalid {
             id: None,
@@ -464,9 +526,13 @@ fn response<'a>(
     }
 }
 
-/// Whether a raw id is a string, a number or null (JSON-RPC allows nothing else).
+/// Why an id is refused (and not echoed).
+const BAD_ID: &str = "id must be a string, a number or null, of at most 1024 bytes";
+
+/// Whether a raw id is a string, a number or null (JSON-RPC allows nothing else), of at
+/// most [`MAX_ID_BYTES`].
 fn valid_id(id: &RawValue) -> bool {
-    !matches!(first_byte(id), b'{' | b'[' | b't' | b'f')
+    !matches!(first_byte(id), b'{' | b'[' | b't' | b'f') && id.get().len() <= MAX_ID_BYTES
 }
 
 fn first_byte(raw: &RawValue) -> u8 {
@@ -710,11 +776,55 @@ pub(crate) fn write_result_with<E>(
     Ok(())
 }
 
-/// As [`write_error`], with the id as the raw JSON text taken from a parsed frame.
+/// As [`write_error`], with the id as the raw JSON text taken from a parsed frame. A
+/// message over [`MESSAGE_BYTES`] is elided (see [`elide`]), whoever wrote it: every error
+/// reply stays small, whatever a request or a handler put in it.
 pub(crate) fn write_error_to(out: &mut Vec<u8>, id: &[u8], error: &RpcError) {
     reply_head(out, id, b"error");
-    serialize_into(out, error);
+    let message = elide(&error.message, MESSAGE_BYTES);
+    let error = WireError {
+        code: error.code,
+        message: &message,
+        data: &error.data,
+    };
+    serialize_into(out, &error);
     out.extend_from_slice(b"}\n");
+}
+
+/// An [`RpcError`] as it is written, borrowed (its message perhaps elided).
+#[derive(Serialize)]
+struct WireError<'a> {
+    code: i64,
+    message: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    data: &'a Option<serde_json::Value>,
+}
+
+/// The most request text an error message quotes (an unknown method's or tool's name, a
+/// bad version, a value serde rejected): see [`elide`].
+pub(crate) const QUOTE_BYTES: usize = 256;
+
+/// The longest error message written whole (see [`write_error_to`]).
+const MESSAGE_BYTES: usize = 1024;
+
+/// The longest id a request may have: it is echoed in the reply, which must stay within
+/// the result cap. (JSON-RPC sets no limit; hosts send a number or a short string.)
+const MAX_ID_BYTES: usize = 1024;
+
+/// `text` whole up to `max` bytes, else its first `max` bytes at most (cut at a character
+/// boundary), then `… (N bytes)` with its full length. The one way an error message quotes
+/// request text (with [`QUOTE_BYTES`]) and the writer bounds any message (see
+/// [`write_error_to`]): a frame may hold 16 MiB, a reply must stay within the result cap.
+pub(crate) fn elide(text: &str, max: usize) -> Cow<'_, str> {
+    if text.len() <= max {
+        return Cow::Borrowed(text);
+    }
+    let mut end = max;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    let head = text.get(..end).unwrap_or_default();
+    Cow::Owned(format!("{head}… ({} bytes)", text.len()))
 }
 
 /// A reply frame up to its `result` or `error` member's value.
@@ -1185,6 +1295,161 @@ mod tests {
             out,
             b"{\"jsonrpc\":\"2.0\",\"method\":\"executa/progress\",\"params\":{\"k\":1}}\n"
         );
+    }
+
+    /// Quoted request text and over-long messages are cut at a character boundary, and say
+    /// how long the text was; the error keeps its code and data.
+    #[test]
+    fn error_messages_are_elided_with_their_length() {
+        assert_eq!(elide("short", 10), "short");
+        let text = format!("{}é", "a".repeat(9));
+        assert_eq!(elide(&text, 10), format!("{}… (11 bytes)", "a".repeat(9)));
+        let mut out = Vec::new();
+        let error = RpcError::with_code(-32602, "BAD", "m".repeat(5000));
+        write_error_to(&mut out, b"7", &error);
+        let reply: serde_json::Value = serde_json::from_slice(&out).unwrap();
+        let message = reply["error"]["message"].as_str().unwrap();
+        assert_eq!(
+            message,
+            format!("{}… (5000 bytes)", "m".repeat(MESSAGE_BYTES))
+        );
+        assert_eq!(reply["error"]["code"], -32602);
+        assert_eq!(reply["error"]["data"]["errorCode"], "BAD");
+    }
+
+    /// An id is echoed, so one longer than MAX_ID_BYTES is refused, in both layouts.
+    #[test]
+    fn an_id_too_long_to_echo_is_invalid() {
+        let id = format!("\"{}\"", "i".repeat(MAX_ID_BYTES));
+        let line = format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"invoke","params":{{}}}}"#);
+        assert_eq!(compact_invoke(line.as_bytes(), skip_params), None);
+        assert!(matches!(
+            parse(line.as_bytes()),
+            Message::Invalid { id: None, .. }
+        ));
+        let id = format!("\"{}\"", "i".repeat(MAX_ID_BYTES - 2));
+        let line = format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"invoke","params":{{}}}}"#);
+        assert!(
+            read_alike(line.as_bytes()),
+            "an id of {} bytes is kept",
+            id.len()
+        );
+    }
+
+    /// A credential as a test host would send it.
+    const MARK: &[u8] = b"sk-live-WIPE-ME-0123456789";
+
+    fn has_mark(bytes: &[u8]) -> bool {
+        // Where its first byte is, then the rest (the plain `windows` scan is slow in debug).
+        let mut from = 0;
+        while let Some(i) = bytes[from..].iter().position(|&b| b == MARK[0]) {
+            if bytes[from + i..].starts_with(MARK) {
+                return true;
+            }
+            from += i + 1;
+        }
+        false
+    }
+
+    /// Frames that hold [`MARK`]: small invokes, one past the read buffer (it grows), one
+    /// past a cap of 300,000 bytes with the mark in its head and in its drained middle,
+    /// then, last, one without it. Returns the input and the frames.
+    fn marked_input() -> (Vec<u8>, Vec<String>) {
+        let mark = std::str::from_utf8(MARK).unwrap();
+        let small = format!(
+            r#"{{"jsonrpc":"2.0","id":1,"method":"invoke","params":{{"tool":"t","context":{{"credentials":{{"K":"{mark}"}}}}}}}}"#
+        );
+        let grown = format!(r#"{{"k":"{mark}","pad":"{}"}}"#, "g".repeat(200_000));
+        let over = format!(
+            r#"{{"k":"{mark}","a":"{}","b":"{mark}","c":"{}"}}"#,
+            "o".repeat(200_000),
+            "o".repeat(200_000)
+        );
+        let mut frames: Vec<&str> = vec![&small; 10];
+        frames.extend([grown.as_str(), over.as_str(), &small, r#"{"done":true}"#]);
+        let mut input = Vec::new();
+        for f in &frames {
+            input.extend_from_slice(f.as_bytes());
+            input.push(b'\n');
+        }
+        let frames = frames.into_iter().map(str::to_owned).collect();
+        (input, frames)
+    }
+
+    /// Hands out its input a piece at a time, and notes whether a buffer it was given to
+    /// fill held [`MARK`]: bytes of a frame the reader had consumed and left lying there.
+    struct Snoop {
+        input: Vec<u8>,
+        at: usize,
+        piece: usize,
+        saw: std::rc::Rc<std::cell::Cell<bool>>,
+    }
+
+    impl Read for Snoop {
+        fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+            if has_mark(buf) {
+                self.saw.set(true);
+            }
+            let n = self.piece.min(buf.len()).min(self.input.len() - self.at);
+            buf[..n].copy_from_slice(&self.input[self.at..self.at + n]);
+            self.at += n;
+            Ok(n)
+        }
+    }
+
+    /// Reads `marked_input` in pieces of `piece` bytes with a cap of 300,000, checking each
+    /// frame; returns the reader at end of input and whether a read saw the mark.
+    fn read_marked(piece: usize) -> (FrameReader<Snoop>, bool) {
+        let (input, sent) = marked_input();
+        let saw = std::rc::Rc::new(std::cell::Cell::new(false));
+        let snoop = Snoop {
+            input,
+            at: 0,
+            piece,
+            saw: saw.clone(),
+        };
+        let mut frames = FrameReader::new(snoop, 300_000);
+        for (n, want) in sent.iter().enumerate() {
+            match frames.next_frame().unwrap() {
+                Some(Frame::Line(l)) => assert!(l == want.as_bytes(), "frame {n} ({piece})"),
+                Some(Frame::Oversized { head, tail, size }) => {
+                    assert_eq!(size, want.len(), "frame {n} ({piece})");
+                    assert!(want.as_bytes().starts_with(head) && want.as_bytes().ends_with(tail));
+                    assert!(has_mark(head), "frame {n}: the head starts the frame");
+                }
+                None => panic!("frame {n}: end of input"),
+            }
+        }
+        assert_eq!(frames.next_frame().unwrap(), None);
+        (frames, saw.get())
+    }
+
+    /// Frames carry credentials: what the reader consumed is wiped before the buffer is
+    /// read into again (main's `BufReader` handed `read` a buffer still holding them).
+    #[test]
+    fn consumed_frames_are_wiped_before_the_buffer_is_read_into_again() {
+        for piece in [1000, 65_536, 1 << 20] {
+            let (_, saw) = read_marked(piece);
+            assert!(
+                !saw,
+                "pieces of {piece}: a consumed frame was left in the buffer"
+            );
+        }
+    }
+
+    /// At end of input (as when the reader waits for the next frame) the whole buffer is
+    /// zero, after a frame that grew it and one drained past the cap.
+    #[test]
+    fn a_waiting_reader_holds_no_byte_of_a_frame() {
+        for piece in [1000, 65_536, 1 << 20] {
+            let (frames, _) = read_marked(piece);
+            assert_eq!(
+                frames.buf.len(),
+                READ_CHUNK,
+                "shrunk back after the big frames"
+            );
+            assert!(frames.buf.iter().all(|&b| b == 0), "pieces of {piece}");
+        }
     }
 }
 

@@ -703,3 +703,27 @@ fn a_plugin_whose_stderr_nobody_reads_keeps_answering() {
         );
     }
 }
+
+/// Invoke params are an object: an array is refused -32602, never read positionally as
+/// `[tool, arguments, context, ...]` (the derived reader used to take it that way).
+#[test]
+fn array_invoke_params_are_32602() {
+    let mut p = Conn::spawn();
+    p.send_line(r#"{"jsonrpc":"2.0","id":1,"method":"invoke","params":["echo",{"k":1}]}"#);
+    let reply = p.recv_until_id("1").0;
+    assert_eq!(reply.error_code(), -32602, "{}", reply.raw);
+    // The object form, with the older `name` spelling, is still read; a duplicate is not.
+    p.send_line(r#"{"jsonrpc":"2.0","id":2,"method":"invoke","params":{"name":"echo","arguments":{"k":2}}}"#);
+    assert_eq!(p.recv_until_id("2").0.data(), &json!({ "k": 2 }));
+    p.send_line(
+        r#"{"jsonrpc":"2.0","id":3,"method":"invoke","params":{"tool":"echo","name":"echo"}}"#,
+    );
+    let reply = p.recv_until_id("3").0;
+    assert_eq!(reply.error_code(), -32602, "{}", reply.raw);
+    assert!(
+        reply.error_message().contains("duplicate field `tool`"),
+        "{}",
+        reply.raw
+    );
+    p.finish();
+}

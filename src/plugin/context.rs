@@ -9,6 +9,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde::de::{Deserialize, Deserializer, IgnoredAny, MapAccess, Visitor};
 use serde_json::Value;
+use serde_json::value::RawValue;
 
 use super::reverse::files::Files;
 use super::reverse::sampling::Sampling;
@@ -21,8 +22,9 @@ use crate::secret::Secret;
 ///
 /// Credentials and tokens live only here: `Debug` shows their names, never their values,
 /// and they are zeroed and dropped when the invoke ends (so is the request text they came
-/// in; the reader's line buffer is zeroed before the next frame, while the kernel's pipe
-/// buffer and the read buffer's stale bytes are only overwritten by later input).
+/// in: its line when the invoke ends, the reader's read buffer before it is read into
+/// again; only the kernel's pipe buffer is out of reach). A context or field of the wrong
+/// shape is skipped without a copy.
 ///
 /// Reverse calls to the host ([`Invocation::call`], [`Invocation::sampling`],
 /// [`Invocation::storage`], ...) are stamped with this invoke's id automatically.
@@ -41,7 +43,10 @@ impl Invocation {
         legacy: Option<Box<LegacyFields>>,
         link: impl FnOnce(Option<&str>, Option<SystemTime>) -> Arc<InvokeLink>,
     ) -> Invocation {
+        // Only an object is read: serde's error for any other value would quote it, and the
+        // text of an error is freed unwiped.
         let ctx: WireContext<'_> = context
+            .filter(|raw| raw.starts_with('{'))
             .and_then(|raw| serde_json::from_str(raw).ok())
             .unwrap_or_default();
         let LegacyFields {
@@ -255,15 +260,19 @@ impl<'de> Visitor<'de> for ContextVisitor {
                     ctx.plugin_name = map.next_value::<Option<Value>>()?.and_then(text)
                 }
                 "credentials" => {
-                    // A wrongly shaped field is ignored on its own; the rest of the
-                    // context (invoke_id above all) still counts.
-                    if let Value::Object(creds) = map.next_value::<Value>()? {
-                        ctx.credentials = creds.into_iter().filter_map(secret).collect();
+                    // Read only when it is an object: a wrongly shaped field is skipped
+                    // unread (no copy of it, no error quoting it, nothing left to wipe),
+                    // and the rest of the context (invoke_id above all) still counts.
+                    let raw = map.next_value::<&'de RawValue>()?;
+                    if raw.get().starts_with('{') {
+                        ctx.credentials = serde_json::from_str::<Credentials>(raw.get())
+                            .map(|c| c.0)
+                            .unwrap_or_default();
                     }
                 }
                 k if k.ends_with("_token") => {
-                    if let Some(t) = secret((k.to_owned(), map.next_value::<Value>()?)) {
-                        ctx.tokens.push(t);
+                    if let Some(token) = map.next_value::<SecretText>()?.0 {
+                        ctx.tokens.push((k.to_owned(), token));
                     }
                 }
                 _ => {
@@ -348,13 +357,44 @@ impl<'de> Visitor<'de> for TextVisitor {
     }
 }
 
-fn secret((name, value): (String, Value)) -> Option<(String, Secret)> {
-    match value {
-        Value::String(s) => Some((name, Secret::new(s))),
-        Value::Null => None,
-        // As JSON text. Not `other.to_string()`: `Value`'s `Display` compiles a serializer
-        // of its own into every plugin.
-        other => Some((name, Secret::new(crate::wire::json_text(&other)))),
+/// `context.credentials`: names and secrets.
+struct Credentials(Vec<(String, Secret)>);
+
+impl<'de> Deserialize<'de> for Credentials {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_map(CredentialsVisitor)
+    }
+}
+
+struct CredentialsVisitor;
+
+impl<'de> Visitor<'de> for CredentialsVisitor {
+    type Value = Credentials;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("an object")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Credentials, A::Error> {
+        let mut list = Vec::new();
+        while let Some(Text(name)) = map.next_key::<Text<'de>>()? {
+            if let Some(value) = map.next_value::<SecretText>()?.0 {
+                list.push((name.into_owned(), value));
+            }
+        }
+        Ok(Credentials(list))
+    }
+}
+
+/// A secret as the host sent it, copied once, straight into a [`Secret`]: a string, or a
+/// number as its digits. Any other value is skipped without a copy (so nothing of it is
+/// left to wipe).
+struct SecretText(Option<Secret>);
+
+impl<'de> Deserialize<'de> for SecretText {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(TextVisitor)
+            .map(|t| SecretText(t.map(|t| Secret::new(t.into_owned()))))
     }
 }
 
@@ -426,6 +466,24 @@ mod tests {
         assert_eq!(c.invoke_id, None, "an empty id is no id");
         let c = parse(r#"{"invoke_id":{"x":1},"plugin_name":"p"}"#);
         assert_eq!((c.invoke_id, c.plugin_name.as_deref()), (None, Some("p")));
+    }
+
+    /// Secrets of the wrong shape are skipped without being copied (nothing to wipe), and
+    /// the rest of the context still counts.
+    #[test]
+    fn wrongly_shaped_secrets_are_skipped_unread() {
+        let c = parse(
+            r#"{"credentials":"sk-bare","storage_token":{"x":"sk-n"},"sampling_token":["sk-a"],"invoke_id":"i"}"#,
+        );
+        assert!(c.credentials.is_empty() && c.tokens.is_empty());
+        assert_eq!(c.invoke_id.as_deref(), Some("i"));
+        let c = parse(r#"{"credentials":{"B":{"n":"sk"},"A":"a","C":[1],"D":true,"E":1.5}}"#);
+        let creds: Vec<_> = c
+            .credentials
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.expose()))
+            .collect();
+        assert_eq!(creds, [("A", "a"), ("E", "1.5")]);
     }
 
     #[test]

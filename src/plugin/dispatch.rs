@@ -180,6 +180,13 @@ impl Service {
                 wire::write_error_to(frame, id, &error);
             }
         }
+        // A reply of any kind stays within the payload cap (a request's own text is quoted
+        // short; a plugin's manifest or health report could still pass it).
+        if frame.len() > self.opts.max_result_bytes {
+            let size = frame.len();
+            frame.clear();
+            self.too_large(frame, id, size, false);
+        }
         self.pool.replying();
         scratch.replying = true;
         self.peer.out.send_buffer(&mut scratch.frame, self.more());
@@ -269,7 +276,7 @@ impl Service {
         if frame.len() > self.opts.max_result_bytes {
             let size = frame.len();
             frame.clear();
-            self.too_large(frame, id, size);
+            self.too_large(frame, id, size, true);
         }
         self.intake.recycle(line.into_buffer());
         Ok(ran)
@@ -349,15 +356,22 @@ impl Service {
         }
     }
 
-    fn too_large(&self, frame: &mut Vec<u8>, id: &[u8], size: usize) {
+    /// Replaces a reply of `size` bytes, over the cap: an invoke's with a failure
+    /// (`success:false`, both sizes), any other's with a -32603 `RESULT_TOO_LARGE` error.
+    fn too_large(&self, frame: &mut Vec<u8>, id: &[u8], size: usize, invoke: bool) {
         let max = self.opts.max_result_bytes;
         log::warn!(
-            "executa: a result of {size} bytes exceeds the {max}-byte limit; sent as a failure"
+            "executa: a reply of {size} bytes exceeds the {max}-byte limit; sent as RESULT_TOO_LARGE"
         );
         let error = format!(
             "result too large: the response is {size} bytes, above the {max}-byte limit; \
              send large payloads through files/* or host/uploadFile"
         );
+        if !invoke {
+            let error = RpcError::with_code(codes::INTERNAL_ERROR, "RESULT_TOO_LARGE", error);
+            wire::write_error_to(frame, id, &error);
+            return;
+        }
         let data = TooLarge {
             error_code: "RESULT_TOO_LARGE",
             result_size_bytes: size,

@@ -3,15 +3,18 @@
 //! read, or a frame already judged invalid.
 
 use std::borrow::Cow;
+use std::fmt;
 use std::ops::Range;
 
 use serde::Deserialize;
+use serde::de::{Deserializer, Error as _, IgnoredAny, MapAccess, Visitor};
 use serde_json::Value;
 use serde_json::value::RawValue;
 
 use crate::error::{RpcError, codes};
 use crate::id::Id;
-use crate::secret::Secret;
+use crate::secret::{Secret, zero};
+use crate::wire::{QUOTE_BYTES, Str, elide};
 
 use super::context::LegacyFields;
 use super::pool::Waiting;
@@ -48,7 +51,7 @@ impl Line {
     /// Gives the buffer back, zeroed, for reuse.
     pub fn into_buffer(mut self) -> Vec<u8> {
         let mut buf = std::mem::take(&mut self.0);
-        buf.fill(0);
+        zero(&mut buf);
         buf.clear();
         buf
     }
@@ -57,7 +60,7 @@ impl Line {
 impl Drop for Line {
     fn drop(&mut self) {
         // A line not handed back still must not leave credentials in freed memory.
-        self.0.fill(0);
+        zero(&mut self.0);
     }
 }
 
@@ -122,7 +125,8 @@ impl Method {
             "health" => Method::Health,
             "initialize" => Method::Initialize,
             "shutdown" => Method::Shutdown,
-            other => Method::Other(other.to_owned()),
+            // Quoted short: only its error reply uses it, and a name may be most of a frame.
+            other => Method::Other(elide(other, QUOTE_BYTES).into_owned()),
         }
     }
 }
@@ -170,20 +174,69 @@ pub(crate) struct InvokeParts {
 }
 
 /// `invoke` params as the host sends them.
-#[derive(Deserialize)]
+#[derive(Default)]
 struct InvokeParams<'a> {
-    #[serde(borrow, alias = "name")]
+    /// `tool`, or `name` (an older spelling).
     tool: Cow<'a, str>,
-    #[serde(default, borrow)]
     arguments: Option<&'a RawValue>,
-    #[serde(default, borrow)]
     context: Option<&'a RawValue>,
-    #[serde(default)]
     invoke_id: Option<Value>,
-    #[serde(default)]
     sampling_token: Option<Token>,
-    #[serde(default)]
     storage_token: Option<Token>,
+}
+
+impl<'de> Deserialize<'de> for InvokeParams<'de> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_map(ParamsVisitor)
+    }
+}
+
+/// Reads invoke params as `derive(Deserialize)` would (duplicates and a missing `tool`
+/// refused), but from an object only: the derived reader also takes a JSON array
+/// positionally, and its code for that was in every plugin.
+struct ParamsVisitor;
+
+impl<'de> Visitor<'de> for ParamsVisitor {
+    type Value = InvokeParams<'de>;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("invoke params")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        let mut p = InvokeParams::default();
+        let mut tool = None;
+        // One bit per field read, to refuse a duplicate.
+        let mut seen = 0u8;
+        while let Some(Str(key)) = map.next_key::<Str<'de>>()? {
+            let (bit, name) = match &*key {
+                "tool" | "name" => (1, "tool"),
+                "arguments" => (2, "arguments"),
+                "context" => (4, "context"),
+                "invoke_id" => (8, "invoke_id"),
+                "sampling_token" => (16, "sampling_token"),
+                "storage_token" => (32, "storage_token"),
+                _ => {
+                    map.next_value::<IgnoredAny>()?;
+                    continue;
+                }
+            };
+            if seen & bit != 0 {
+                return Err(A::Error::duplicate_field(name));
+            }
+            seen |= bit;
+            match bit {
+                1 => tool = Some(map.next_value::<Str<'de>>()?.0),
+                2 => p.arguments = map.next_value()?,
+                4 => p.context = map.next_value()?,
+                8 => p.invoke_id = map.next_value()?,
+                16 => p.sampling_token = map.next_value()?,
+                _ => p.storage_token = map.next_value()?,
+            }
+        }
+        p.tool = tool.ok_or_else(|| A::Error::missing_field("tool"))?;
+        Ok(p)
+    }
 }
 
 /// A legacy token, read straight into a [`Secret`]: wiped when dropped, also when the
@@ -210,7 +263,7 @@ impl InvokeParts {
         // Plugins have a handful of tools, so a linear scan of short strings is as fast as
         // hashing and keeps the binary small.
         let Some(tool) = tools.iter().position(|t| t.spec.name == p.tool) else {
-            let msg = format!("unknown tool: {}", p.tool);
+            let msg = format!("unknown tool: {}", &*elide(&p.tool, QUOTE_BYTES));
             let error = RpcError::with_code(codes::METHOD_NOT_FOUND, "TOOL_NOT_FOUND", msg);
             return Ok(Err(Box::new(error)));
         };
@@ -257,15 +310,17 @@ impl InvokeParts {
 mod tests {
     use super::*;
 
-    /// The error an unknown tool is answered with quotes its name, which may be most of the
-    /// frame: a waiting invoke counts it against the byte budgets beside its line.
+    /// The error an unknown tool is answered with quotes its name (at most QUOTE_BYTES of
+    /// it, and its length): a waiting invoke counts it against the byte budgets beside its
+    /// line.
     #[test]
     fn an_invoke_weighs_its_line_and_the_error_it_carries() {
         let name = "n".repeat(10_000);
         let line = format!(r#"{{"tool":"{name}"}}"#);
         let parts = InvokeParts::read(&[], line.as_bytes(), &line).expect("invoke params");
         let error = parts.as_ref().err().expect("an unknown tool");
-        assert!(error.message.contains(&name));
+        let quoted = format!("{}… (10000 bytes)", &name[..QUOTE_BYTES]);
+        assert_eq!(error.message, format!("unknown tool: {quoted}"));
         let error_len = error.message.len();
         let job = InvokeJob {
             line: Line::new(line.into_bytes()),

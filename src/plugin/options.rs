@@ -12,8 +12,11 @@ pub struct Options {
     /// Longest accepted input line; a longer one is drained and answered with -32600.
     /// Default 16 MiB.
     pub max_frame_bytes: usize,
-    /// Largest `invoke` response frame; a larger result becomes `success:false` with both
-    /// sizes. Default 4 MiB, the platform's NATS payload cap.
+    /// Largest reply frame of any kind. A larger `invoke` result becomes `success:false`
+    /// with both sizes; a larger `describe` or `health` reply a -32603 `RESULT_TOO_LARGE`
+    /// error. Error messages quote at most 256 bytes of request text (with its length) and
+    /// stop at about 1 KiB, and ids over 1 KiB are answered `null`, so every refusal fits
+    /// any cap of a few KiB. Default 4 MiB, the platform's NATS payload cap.
     pub max_result_bytes: usize,
     /// How long in-flight invokes may finish and replies may be flushed after stdin closes
     /// or SIGTERM: the whole shutdown takes at most this plus 0.2 s. Default 4 s, inside

@@ -479,6 +479,7 @@ impl Reader {
             } => {
                 // A notification is never answered; none needs the dispatch side.
                 if log::log_enabled!(log::Level::Debug) && NOTIFICATION.allow("notification") {
+                    let method = wire::elide(&method, wire::QUOTE_BYTES);
                     log::debug!("executa: ignoring notification {method}");
                 }
                 return Parsed::Done;

@@ -363,7 +363,10 @@ fn defaults_of<'a>(cell: &'a OnceLock<Option<Value>>, params: &[Param]) -> Optio
 
 fn invalid(text: &str, err: &serde_json::Error) -> ToolError {
     let what = arg_path::message(err);
-    match arg_path::error_path(text, err, &what) {
+    let path = arg_path::error_path(text, err, &what);
+    // serde's text quotes the value it rejected, which may be most of a 16 MiB frame.
+    let what = crate::wire::elide(&what, crate::wire::QUOTE_BYTES);
+    match path {
         Some(path) => {
             let message = format!("invalid arguments: `{path}`: {what}");
             // Not `json!`: it goes through `serde_json::to_value` and a panic path.
