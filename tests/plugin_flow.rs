@@ -125,38 +125,42 @@ fn a_burst_of_3000_sleeping_invokes_is_served_completely() {
     burst_is_served_completely("sleep", json!({"ms":1}), 3_000);
 }
 
-#[test]
-fn a_flood_while_handlers_wait_on_the_host_and_stdout_goes_unread_loses_nothing() {
+/// Starts `everything` with `calls` `sample` invokes (ids 1 to `calls`) waiting on the
+/// host; returns it, its stdin, and the answers those calls wait for, as frames.
+fn with_calls_waiting(calls: u64) -> (Raw, ChildStdin, String) {
     let mut p = Raw::spawn();
     let mut stdin = p.stdin.take().expect("stdin");
     let init = json!({"jsonrpc":"2.0","id":0,"method":"initialize","params":{
         "protocolVersion":"2.0","clientInfo":{"name":"test"},"capabilities":{"sampling":{}}}});
     writeln!(stdin, "{init}").unwrap();
     assert_eq!(p.read()["id"], json!(0));
-    // Four invokes that each wait on the host for a sampling answer.
-    for id in 1..=4u64 {
+    for id in 1..=calls {
         stdin
             .write_all(invoke_line(id, "sample", &json!({"prompt":"hi"})).as_bytes())
             .unwrap();
     }
-    stdin.flush().unwrap();
-    let mut reverse_ids = Vec::new();
-    while reverse_ids.len() < 4 {
+    let mut answers = String::new();
+    for _ in 0..calls {
         let v = p.read();
         assert_eq!(v["method"], json!("sampling/createMessage"), "{v}");
-        reverse_ids.push(v["id"].clone());
+        let answer = json!({"jsonrpc":"2.0","id":v["id"],"result":{
+            "role":"assistant","content":{"type":"text","text":"ok"},"model":"m","stopReason":"endTurn"}});
+        answers.push_str(&format!("{answer}\n"));
     }
+    (p, stdin, answers)
+}
+
+#[test]
+fn a_flood_while_handlers_wait_on_the_host_and_stdout_goes_unread_loses_nothing() {
+    // Four invokes that each wait on the host for a sampling answer.
+    let (mut p, stdin, answers) = with_calls_waiting(4);
     // The flood, then (behind it in the same pipe) the answers the handlers wait for.
     let n = 6_000u64;
     let mut flood = String::new();
     for id in 5..5 + n {
         flood.push_str(&invoke_line(id, "echo", &json!({"i":id})));
     }
-    for rid in &reverse_ids {
-        let answer = json!({"jsonrpc":"2.0","id":rid,"result":{
-            "role":"assistant","content":{"type":"text","text":"ok"},"model":"m","stopReason":"endTurn"}});
-        flood.push_str(&format!("{answer}\n"));
-    }
+    flood.push_str(&answers);
     p.stdin = Some(stdin);
     let writer = p.write_in_background(flood.into_bytes());
     // The host does not read stdout for three seconds.
@@ -193,32 +197,8 @@ fn burst_while_calls_wait(
     frames: Vec<String>,
     one_write: bool,
 ) -> (HashMap<u64, Value>, usize) {
-    let mut p = Raw::spawn();
-    let mut stdin = p.stdin.take().expect("stdin");
-    let init = json!({"jsonrpc":"2.0","id":0,"method":"initialize","params":{
-        "protocolVersion":"2.0","clientInfo":{"name":"test"},"capabilities":{"sampling":{}}}});
-    writeln!(stdin, "{init}").unwrap();
-    assert_eq!(p.read()["id"], json!(0));
-    for id in 1..=calls {
-        stdin
-            .write_all(invoke_line(id, "sample", &json!({"prompt":"hi"})).as_bytes())
-            .unwrap();
-    }
-    let mut reverse_ids = Vec::new();
-    while reverse_ids.len() < calls as usize {
-        let v = p.read();
-        assert_eq!(v["method"], json!("sampling/createMessage"), "{v}");
-        reverse_ids.push(v["id"].clone());
-    }
+    let (mut p, mut stdin, answers) = with_calls_waiting(calls);
     let n = frames.len();
-    let answers: String = reverse_ids
-        .iter()
-        .map(|rid| {
-            let answer = json!({"jsonrpc":"2.0","id":rid,"result":{
-                "role":"assistant","content":{"type":"text","text":"ok"},"model":"m","stopReason":"endTurn"}});
-            format!("{answer}\n")
-        })
-        .collect();
     let writer = thread::spawn(move || {
         if one_write {
             stdin

@@ -150,7 +150,8 @@ impl Relay {
         let Some(timer) = &self.timer else { return };
         timer.clear();
         if self.inline.load(Ordering::SeqCst) {
-            let ran = Duration::from_nanos(self.now() - self.since.load(Ordering::SeqCst));
+            let since = self.since.load(Ordering::SeqCst);
+            let ran = Duration::from_nanos(self.now().saturating_sub(since));
             if ran < self.limit {
                 timer.set(self.limit - ran);
                 return;
