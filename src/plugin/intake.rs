@@ -66,6 +66,13 @@ impl Bell {
         }
     }
 
+    /// For tests: marks a waiter present, and whether the bell was rung since (cleared).
+    #[cfg(test)]
+    pub fn rung_while_waiting(&self) -> bool {
+        self.waiting.store(true, Ordering::SeqCst);
+        std::mem::take(&mut *self.rung.lock().unwrap_or_else(PoisonError::into_inner))
+    }
+
     /// Waits for a ring, at most `bound`.
     fn wait(&self, bound: Duration) {
         let rung = self.rung.lock().unwrap_or_else(PoisonError::into_inner);

@@ -16,7 +16,9 @@
 //! caller) and a thread waiting for room is released with its invoke refused the same way.
 
 use std::collections::VecDeque;
-use std::sync::{Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+
+use super::intake::Bell;
 
 /// Bytes the waiting invokes may hold together (their lines plus overhead each). Past this
 /// the next invoke waits for room, which holds the flood back at the pipe.
@@ -70,6 +72,9 @@ pub(crate) enum Admit<J> {
 }
 
 pub(crate) struct Pool<J> {
+    /// Rung when a thread starts waiting in [`Pool::admit`]: a reader waiting for queue
+    /// room while a handler waits on the host must then refuse instead (`reader.rs`).
+    blocked_bell: Option<Arc<Bell>>,
     threads: Mutex<Threads>,
     slots: Mutex<Slots<J>>,
     /// Signalled when the waiting list shrinks or intake changes.
@@ -79,9 +84,10 @@ pub(crate) struct Pool<J> {
 }
 
 impl<J: Waiting> Pool<J> {
-    pub fn new(limit: usize) -> Self {
+    pub fn new(limit: usize, blocked_bell: Option<Arc<Bell>>) -> Self {
         let limit = limit.max(1);
         Pool {
+            blocked_bell,
             // The permanent dispatch thread starts idle.
             threads: Mutex::new(Threads {
                 threads: 1,
@@ -223,6 +229,11 @@ impl<J: Waiting> Pool<J> {
                 return Admit::Deferred;
             }
             slots.blocked += 1;
+            if slots.blocked == 1
+                && let Some(bell) = &self.blocked_bell
+            {
+                bell.ring_if_waiting();
+            }
             slots = self
                 .room
                 .wait(slots)
@@ -332,7 +343,6 @@ fn intake_rank(i: Admission) -> u8 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::Arc;
 
     impl Waiting for u32 {
         fn weight(&self) -> usize {
@@ -342,7 +352,7 @@ mod tests {
 
     #[test]
     fn invokes_beyond_the_limit_wait_and_run_in_order() {
-        let p: Pool<u32> = Pool::new(1);
+        let p: Pool<u32> = Pool::new(1, None);
         assert!(matches!(p.admit(1), Admit::Run(1)));
         assert!(matches!(p.admit(2), Admit::Deferred));
         assert!(matches!(p.admit(3), Admit::Deferred));
@@ -355,7 +365,7 @@ mod tests {
 
     #[test]
     fn a_full_waiting_list_blocks_the_next_invoke_until_one_finishes() {
-        let p: Arc<Pool<u32>> = Arc::new(Pool::new(1));
+        let p: Arc<Pool<u32>> = Arc::new(Pool::new(1, None));
         assert!(matches!(p.admit(1), Admit::Run(_)));
         assert!(matches!(p.admit(WAITING_BYTES as u32), Admit::Deferred));
         let other = p.clone();
@@ -369,9 +379,32 @@ mod tests {
         assert_eq!(p.finish(), Some(7));
     }
 
+    /// A reader waiting for queue room while a handler waits on the host must refuse once a
+    /// dispatch thread waits for room in the list: it is woken then, not at its next look.
+    #[test]
+    fn a_thread_blocking_in_admit_rings_the_readers_bell() {
+        let bell = Arc::new(Bell::default());
+        let p: Arc<Pool<u32>> = Arc::new(Pool::new(1, Some(bell.clone())));
+        assert!(!bell.rung_while_waiting());
+        assert!(matches!(p.admit(1), Admit::Run(_)));
+        assert!(matches!(p.admit(WAITING_BYTES as u32), Admit::Deferred));
+        assert!(!p.admit_blocked());
+        let other = p.clone();
+        let blocked = std::thread::spawn(move || matches!(other.admit(7), Admit::Deferred));
+        while !p.admit_blocked() {
+            std::thread::yield_now();
+        }
+        assert!(
+            bell.rung_while_waiting(),
+            "the bell rang as the thread blocked"
+        );
+        assert_eq!(p.finish(), Some(WAITING_BYTES as u32));
+        assert!(blocked.join().unwrap());
+    }
+
     #[test]
     fn restricting_intake_hands_back_the_waiting_and_releases_a_blocked_thread() {
-        let p: Arc<Pool<u32>> = Arc::new(Pool::new(1));
+        let p: Arc<Pool<u32>> = Arc::new(Pool::new(1, None));
         assert!(matches!(p.admit(1), Admit::Run(_)));
         assert!(matches!(p.admit(WAITING_BYTES as u32), Admit::Deferred));
         let other = p.clone();
@@ -386,7 +419,7 @@ mod tests {
 
     #[test]
     fn without_waiting_an_invoke_runs_only_in_a_free_slot() {
-        let p: Pool<u32> = Pool::new(1);
+        let p: Pool<u32> = Pool::new(1, None);
         assert!(p.restrict(Admission::NoWaiting).is_empty());
         assert!(matches!(p.admit(1), Admit::Run(1)));
         assert!(matches!(p.admit(2), Admit::Refuse(2)));
@@ -399,7 +432,7 @@ mod tests {
 
     #[test]
     fn spawns_only_when_no_thread_is_idle_and_caps_threads() {
-        let p: Pool<u32> = Pool::new(2);
+        let p: Pool<u32> = Pool::new(2, None);
         assert!(
             !p.enqueue(),
             "the idle dispatch thread covers the first job"
@@ -412,7 +445,7 @@ mod tests {
 
     #[test]
     fn an_idle_worker_stays_while_work_is_queued() {
-        let p: Pool<u32> = Pool::new(2);
+        let p: Pool<u32> = Pool::new(2, None);
         p.took(); // dispatch busy
         assert!(p.enqueue()); // worker started, counted idle
         assert!(!p.may_exit(), "the queued job needs it");
@@ -423,7 +456,7 @@ mod tests {
 
     #[test]
     fn draining_waits_for_a_thread_mid_job() {
-        let p: Pool<u32> = Pool::new(2);
+        let p: Pool<u32> = Pool::new(2, None);
         assert!(!p.enqueue());
         p.took(); // dispatch is answering, say, `describe`
         assert!(!p.drain(), "a reply is still being built");

@@ -10,12 +10,14 @@
 //! catches up. So no request waits behind another's handler for longer than that,
 //! whatever the tools did before.
 //!
-//! Flow control: a request is queued when the request queue has room (slots and bytes, see
-//! `intake.rs`). When it has none, the reader waits for room, so a flood stays in the pipe,
-//! except while a handler waits on the host: the answer it waits for may be right behind the
-//! flood, so the reader keeps reading and refuses what does not fit with -32000 `BUSY`. A
-//! refusal is a reply like any other: it waits for room in the output (the host only has to
-//! read), and is never dropped unless the output is closed.
+//! Flow control: a request is queued when the request queue has room (bytes, see
+//! `intake.rs`). When it has none, the reader waits for room, so a flood stays in the pipe.
+//! While a handler waits on the host, the answer it waits for may be right behind the
+//! flood: the reader still waits while the queue drains on its own (dispatch threads move
+//! invokes into the waiting list), but once a dispatch thread waits for room in that list
+//! too (the whole budget is spent), it keeps reading and refuses what does not fit with
+//! -32000 `BUSY`. A refusal is a reply like any other: it waits for room in the output (the
+//! host only has to read), and is never dropped unless the output is closed.
 
 use std::any::Any;
 use std::io::Read;

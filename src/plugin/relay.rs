@@ -15,8 +15,10 @@
 //!
 //! The timer (`sys::Timer`, a `timerfd` the main thread waits on beside its events) is
 //! armed when a run is parked and it is not armed yet, and disarmed when the reader is
-//! about to wait for input (`rest`): a burst costs one arming, a lone request an arming
-//! and a disarming (one system call each), and neither wakes a thread. When it expires,
+//! about to wait for input (`rest`) unless it was there less than 250 µs before (then an
+//! expiry costs less than a disarm and a re-arm per request, `reader.rs` `BUSY_GAP`): a
+//! burst costs one arming, a lone request an arming and a disarming (one system call
+//! each), and neither wakes a thread. When it expires,
 //! the main thread looks ([`Relay::on_timer`]): the run parked for `limit` is handed over;
 //! a later run gets the timer again for what is left of its `limit`.
 //!

@@ -1,10 +1,10 @@
 //! Starting the three threads, and the shutdown sequence.
 //!
 //! ```text
-//!   host stdin ──► [executa-reader] ──jobs (bounded 256)──► [executa-dispatch] (+ workers)
+//!   host stdin ──► [executa-reader] ──jobs (8 MiB of lines)──► [executa-dispatch] (+ workers)
 //!                       │  settles answers to reverse calls        │ handlers
 //!                       ▼  straight into the waiting handler       ▼
-//!                  pending table                       out (bounded 1024) ──► [executa-writer] ──► host stdout
+//!                  pending table                       out (256 frames) ──► [executa-writer] ──► host stdout
 //! ```
 //! The reader runs an invoke itself when a slot is free; when it runs longer than
 //! `Options::inline`, or another thread calls the host meanwhile, a new reader thread takes

@@ -77,7 +77,7 @@ impl Service {
             name: parts.name,
             version: parts.version,
             manifest_json: parts.manifest_json,
-            pool: Pool::new(parts.opts.max_concurrent_invokes),
+            pool: Pool::new(parts.opts.max_concurrent_invokes, Some(intake.waker())),
             tools: parts.tools,
             uses: parts.uses,
             health: parts.health,
