@@ -47,17 +47,30 @@ pub(crate) fn wait_readable(fd: i32, timeout: std::time::Duration) -> io::Result
 }
 
 fn wait_for(fd: i32, events: libc::c_short, timeout: std::time::Duration) -> io::Result<bool> {
-    let ms = timeout.as_micros().div_ceil(1000).min(i32::MAX as u128) as i32;
-    let mut pfd = libc::pollfd {
+    let mut fds = [pollfd(fd, events)];
+    poll(&mut fds, Some(timeout)).map(|ready| ready > 0)
+}
+
+fn pollfd(fd: i32, events: libc::c_short) -> libc::pollfd {
+    libc::pollfd {
         fd,
         events,
         revents: 0,
-    };
+    }
+}
+
+/// `poll(2)` on `fds` for at most `timeout` (rounded up to whole milliseconds; `None`: no
+/// bound), again after a signal interrupts it. Returns how many are ready.
+fn poll(fds: &mut [libc::pollfd], timeout: Option<std::time::Duration>) -> io::Result<usize> {
+    let ms = timeout.map_or(-1, |t| {
+        t.as_micros().div_ceil(1000).min(i32::MAX as u128) as i32
+    });
     loop {
-        // SAFETY: one valid `pollfd` that lives for the whole call.
-        let rc = unsafe { libc::poll(&mut pfd, 1, ms) };
+        // SAFETY: `fds` is a valid array of `fds.len()` `pollfd`s for the whole call (poll
+        // ignores a negative fd).
+        let rc = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, ms) };
         if rc >= 0 {
-            return Ok(rc > 0);
+            return Ok(rc as usize);
         }
         let e = io::Error::last_os_error();
         if e.kind() != io::ErrorKind::Interrupted {
@@ -154,26 +167,9 @@ pub(crate) fn wait_either(
     b: i32,
     timeout: Option<std::time::Duration>,
 ) -> io::Result<(bool, bool)> {
-    let ms = timeout.map_or(-1, |t| {
-        t.as_micros().div_ceil(1000).min(i32::MAX as u128) as i32
-    });
-    let pfd = |fd| libc::pollfd {
-        fd,
-        events: libc::POLLIN,
-        revents: 0,
-    };
-    let mut fds = [pfd(a), pfd(b)];
-    loop {
-        // SAFETY: two valid `pollfd`s that live for the whole call (poll ignores fd < 0).
-        let rc = unsafe { libc::poll(fds.as_mut_ptr(), 2, ms) };
-        if rc >= 0 {
-            return Ok((fds[0].revents != 0, fds[1].revents != 0));
-        }
-        let e = io::Error::last_os_error();
-        if e.kind() != io::ErrorKind::Interrupted {
-            return Err(e);
-        }
-    }
+    let mut fds = [pollfd(a, libc::POLLIN), pollfd(b, libc::POLLIN)];
+    poll(&mut fds, timeout)?;
+    Ok((fds[0].revents != 0, fds[1].revents != 0))
 }
 
 /// Whether a write to stderr (fd 2) of at most `PIPE_BUF` bytes would not block now:
@@ -181,14 +177,9 @@ pub(crate) fn wait_either(
 /// write whole. `false` on any error (the line is then dropped, which is all the logger
 /// needs). fd 2 is never made non-blocking: the flag would be shared with the parent.
 pub(crate) fn stderr_has_room() -> bool {
-    let mut pfd = libc::pollfd {
-        fd: 2,
-        events: libc::POLLOUT,
-        revents: 0,
-    };
-    // SAFETY: one valid `pollfd` that lives for the whole call.
-    let rc = unsafe { libc::poll(&mut pfd, 1, 0) };
-    rc > 0 && pfd.revents & libc::POLLOUT != 0
+    let mut fds = [pollfd(2, libc::POLLOUT)];
+    matches!(poll(&mut fds, Some(std::time::Duration::ZERO)), Ok(1..))
+        && fds[0].revents & libc::POLLOUT != 0
 }
 
 /// Seconds on a monotonic clock that is cheap to read (on Linux the coarse clock, read

@@ -894,7 +894,10 @@ pub(crate) fn write_json<T: Serialize + ?Sized>(
 pub(crate) fn serialize_into<T: Serialize + ?Sized>(out: &mut Vec<u8>, value: &T) {
     let mark = out.len();
     if let Err(e) = write_json(out, value) {
-        log::error!("executa: value failed to serialize, sent as null: {e}");
+        static UNSERIALIZABLE: crate::log_limit::LogLimit = crate::log_limit::LogLimit::new();
+        if UNSERIALIZABLE.allow("unserializable value") {
+            log::error!("executa: value failed to serialize, sent as null: {e}");
+        }
         out.truncate(mark);
         out.extend_from_slice(b"null");
     }

@@ -278,19 +278,7 @@ impl Shared {
 
     /// Polls for the exit status until `timeout` (std has no timed wait on a child).
     pub(crate) fn wait_status(&self, timeout: Duration) -> Option<ExitStatus> {
-        let deadline = Instant::now() + timeout;
-        let mut nap = Duration::from_millis(1);
-        loop {
-            if let Some(s) = self.try_status() {
-                return Some(s);
-            }
-            let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                return None;
-            }
-            thread::sleep(nap.min(left));
-            nap = (nap * 2).min(Duration::from_millis(20));
-        }
+        poll_until(timeout, || self.try_status())
     }
 
     /// Signals the process's group unless the leader has been reaped (holding the lock
@@ -471,6 +459,24 @@ pub(super) fn write_bare_request(out: &mut Vec<u8>, id: &Id, method: &str) {
     out.extend_from_slice(b",\"method\":");
     wire::serialize_into(out, method);
     out.extend_from_slice(b"}\n");
+}
+
+/// Asks `probe` until it has an answer or `timeout` passes, sleeping 1 ms, then twice as
+/// long each time up to 20 ms (std has no timed wait on a child).
+pub(crate) fn poll_until<T>(timeout: Duration, mut probe: impl FnMut() -> Option<T>) -> Option<T> {
+    let deadline = Instant::now() + timeout;
+    let mut nap = Duration::from_millis(1);
+    loop {
+        if let Some(found) = probe() {
+            return Some(found);
+        }
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return None;
+        }
+        thread::sleep(nap.min(left));
+        nap = (nap * 2).min(Duration::from_millis(20));
+    }
 }
 
 #[cfg(test)]

@@ -147,21 +147,9 @@ pub fn shutdown_child(child: &mut Child, policy: &ShutdownPolicy) -> ShutdownRep
     report
 }
 
-/// Polls for the child's exit until `timeout` (std has no timed wait on a child).
+/// Polls for the child's exit until `timeout`.
 fn wait_child(child: &mut Child, timeout: Duration) -> Option<ExitStatus> {
-    let deadline = Instant::now() + timeout;
-    let mut nap = Duration::from_millis(1);
-    loop {
-        if let Ok(Some(status)) = child.try_wait() {
-            return Some(status);
-        }
-        let left = deadline.saturating_duration_since(Instant::now());
-        if left.is_zero() {
-            return None;
-        }
-        thread::sleep(nap.min(left));
-        nap = (nap * 2).min(Duration::from_millis(20));
-    }
+    shared::poll_until(timeout, || child.try_wait().ok().flatten())
 }
 
 /// Logs how many lines the host's log limits left out so far (`crate::log_limit`): a

@@ -33,6 +33,10 @@ pub(crate) struct Scratch {
     link: Option<Arc<InvokeLink>>,
 }
 
+/// A failure of the runtime's own request handling is logged within a limit: it could
+/// repeat per request.
+static INTERNAL: crate::log_limit::LogLimit = crate::log_limit::LogLimit::new();
+
 /// A reply frame grown past this is given back rather than kept for the next reply.
 const KEEP_FRAME_BYTES: usize = 64 * 1024;
 
@@ -40,7 +44,10 @@ impl Service {
     /// Starts one extra worker thread (already counted by the pool).
     pub(crate) fn spawn_worker(self: &Arc<Self>) {
         if let Err(e) = self.start_thread(false) {
-            log::error!("executa: could not start a worker thread: {e}");
+            static NO_WORKER: crate::log_limit::LogLimit = crate::log_limit::LogLimit::new();
+            if NO_WORKER.allow("no worker thread") {
+                log::error!("executa: could not start a worker thread: {e}");
+            }
             self.pool.spawn_failed();
         }
     }
@@ -78,7 +85,9 @@ impl Service {
                     scratch.replying = false;
                     // Handlers are already isolated; this guards the runtime's own code so
                     // a bug there cannot leave a thread counted busy forever.
-                    if catch_unwind(AssertUnwindSafe(|| self.handle(job, &mut scratch))).is_err() {
+                    if catch_unwind(AssertUnwindSafe(|| self.handle(job, &mut scratch))).is_err()
+                        && INTERNAL.allow("internal error")
+                    {
                         log::error!(
                             "executa: internal error while handling a request (see the panic above)"
                         );
@@ -182,11 +191,7 @@ impl Service {
         }
         // A reply of any kind stays within the payload cap (a request's own text is quoted
         // short; a plugin's manifest or health report could still pass it).
-        if frame.len() > self.opts.max_result_bytes {
-            let size = frame.len();
-            frame.clear();
-            self.too_large(frame, id, size, false);
-        }
+        self.cap(frame, id, false);
         self.pool.replying();
         scratch.replying = true;
         self.peer.out.send_buffer(&mut scratch.frame, self.more());
@@ -206,7 +211,8 @@ impl Service {
                     self.peer.out.queue_timeout(frame, left).is_ok()
                 }
             };
-            if !sent {
+            static UNSENT: crate::log_limit::LogLimit = crate::log_limit::LogLimit::new();
+            if !sent && log::log_enabled!(log::Level::Debug) && UNSENT.allow("refusal unsent") {
                 log::debug!("executa: a SHUTTING_DOWN answer was not sent (output closed or full)");
             }
         }
@@ -240,22 +246,20 @@ impl Service {
     /// frame in `scratch.frame`.
     pub(crate) fn execute(&self, job: InvokeJob, scratch: &mut Scratch) {
         // Always run: the closure agrees, so the job never comes back.
-        let _ = self.execute_if(job, scratch, &mut |_| true);
+        let _ = self.execute_if(job, scratch, &mut || true);
     }
 
-    /// As [`Service::execute`], but the handler runs only if `go` agrees for its tool (by index)
-    /// (`go` may take a slot for it); otherwise the job comes back untouched. A request
+    /// As [`Service::execute`], but the handler runs only if `go` agrees (`go` may take a
+    /// slot for it); otherwise the job comes back untouched. A request
     /// that fails before a handler is chosen (bad params, unknown tool) is answered in
     /// `scratch.frame` without asking `go`. Returns whether `go` was asked and agreed.
     pub(crate) fn execute_if(
         &self,
         job: InvokeJob,
         scratch: &mut Scratch,
-        go: &mut dyn FnMut(usize) -> bool,
+        go: &mut dyn FnMut() -> bool,
     ) -> Result<bool, InvokeJob> {
-        if let Ok(parts) = &job.parts
-            && !go(parts.tool)
-        {
+        if job.parts.is_ok() && !go() {
             return Err(job);
         }
         let frame = &mut scratch.frame;
@@ -273,11 +277,7 @@ impl Service {
             }
         };
         // Every reply counts against the platform's payload cap, failures included.
-        if frame.len() > self.opts.max_result_bytes {
-            let size = frame.len();
-            frame.clear();
-            self.too_large(frame, id, size, true);
-        }
+        self.cap(frame, id, true);
         self.intake.recycle(line.into_buffer());
         Ok(ran)
     }
@@ -356,13 +356,21 @@ impl Service {
         }
     }
 
-    /// Replaces a reply of `size` bytes, over the cap: an invoke's with a failure
-    /// (`success:false`, both sizes), any other's with a -32603 `RESULT_TOO_LARGE` error.
-    fn too_large(&self, frame: &mut Vec<u8>, id: &[u8], size: usize, invoke: bool) {
-        let max = self.opts.max_result_bytes;
-        log::warn!(
-            "executa: a reply of {size} bytes exceeds the {max}-byte limit; sent as RESULT_TOO_LARGE"
-        );
+    /// Replaces a reply frame over the cap: an invoke's with a failure (`success:false`,
+    /// both sizes), any other's with a -32603 `RESULT_TOO_LARGE` error. One within the cap
+    /// is left as it is.
+    fn cap(&self, frame: &mut Vec<u8>, id: &[u8], invoke: bool) {
+        let (size, max) = (frame.len(), self.opts.max_result_bytes);
+        if size <= max {
+            return;
+        }
+        frame.clear();
+        static TOO_LARGE: crate::log_limit::LogLimit = crate::log_limit::LogLimit::new();
+        if TOO_LARGE.allow("reply too large") {
+            log::warn!(
+                "executa: a reply of {size} bytes exceeds the {max}-byte limit; sent as RESULT_TOO_LARGE"
+            );
+        }
         let error = format!(
             "result too large: the response is {size} bytes, above the {max}-byte limit; \
              send large payloads through files/* or host/uploadFile"

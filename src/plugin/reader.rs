@@ -314,7 +314,7 @@ fn run_inline<R: Read + Send + 'static>(
 ) -> Option<Box<ReadState<R>>> {
     let started = Instant::now();
     let mut kept = Some(state);
-    let outcome = svc.execute_if(job, scratch, &mut |_| {
+    let outcome = svc.execute_if(job, scratch, &mut || {
         let go = svc.pool.try_start();
         if go && let Some(state) = kept.take() {
             svc.relay.park(state);
