@@ -104,6 +104,17 @@ impl Peer {
         self.read_line();
     }
 
+    /// Writes `frame` (one line, LF included) and flushes it.
+    pub fn send(&mut self, frame: &str) {
+        self.stdin.write_all(frame.as_bytes()).expect("write");
+        self.stdin.flush().expect("flush");
+    }
+
+    /// Reads lines until one contains `needle` (a reply's id, quoted as sent).
+    pub fn read_until(&mut self, needle: &str) {
+        while !String::from_utf8_lossy(self.read_line()).contains(needle) {}
+    }
+
     fn read_line(&mut self) -> &[u8] {
         self.line.clear();
         let n = self.stdout.read_until(b'\n', &mut self.line).expect("read");

@@ -4,8 +4,6 @@
 //! and the head-of-line wait (how long a `health` waits while a tool that was quick forty
 //! times runs 1.5 s once).
 
-use std::io::{BufRead, BufReader, Write};
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::peer::Peer;
@@ -50,56 +48,25 @@ const OFFSETS_MS: [u64; 3] = [1, 10, 50];
 pub fn head_of_line(placement: Placement, subject: &Subject, smoke: bool) -> f64 {
     let slow_ms = if smoke { 100 } else { 1500 };
     let mut worst = Duration::ZERO;
+    let sleep = |id: &str, ms: u64| {
+        format!(
+            "{{\"jsonrpc\":\"2.0\",\"id\":\"{id}\",\"method\":\"invoke\",\"params\":{{\"tool\":\"sleep\",\"arguments\":{{\"ms\":{ms}}}}}}}\n"
+        )
+    };
     for offset in OFFSETS_MS {
-        let argv: Vec<String> = placement
-            .prefix()
-            .into_iter()
-            .chain(subject.cmd.clone())
-            .collect();
-        let mut child = Command::new(&argv[0])
-            .args(&argv[1..])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("spawn the plugin");
-        let mut stdin = child.stdin.take().expect("stdin");
-        let mut stdout = BufReader::new(child.stdout.take().expect("stdout"));
-        let mut line = String::new();
-        let mut read_id = |want: &str| loop {
-            line.clear();
-            assert!(
-                stdout.read_line(&mut line).expect("read") > 0,
-                "plugin closed stdout"
-            );
-            if line.contains(want) {
-                return;
-            }
-        };
-        let sleep = |id: &str, ms: u64| {
-            format!(
-                "{{\"jsonrpc\":\"2.0\",\"id\":\"{id}\",\"method\":\"invoke\",\"params\":{{\"tool\":\"sleep\",\"arguments\":{{\"ms\":{ms}}}}}}}\n"
-            )
-        };
+        let mut peer = Peer::spawn(&placement.prefix(), &subject.cmd, true, smoke);
         for i in 0..40 {
-            stdin
-                .write_all(sleep(&format!("q{i}"), 0).as_bytes())
-                .expect("write");
-            read_id(&format!("\"q{i}\""));
+            peer.send(&sleep(&format!("q{i}"), 0));
+            peer.read_until(&format!("\"q{i}\""));
         }
-        stdin
-            .write_all(sleep("slow", slow_ms).as_bytes())
-            .expect("write");
+        peer.send(&sleep("slow", slow_ms));
         std::thread::sleep(Duration::from_millis(offset));
         let sent = Instant::now();
-        stdin
-            .write_all(b"{\"jsonrpc\":\"2.0\",\"id\":\"h\",\"method\":\"health\"}\n")
-            .expect("write");
-        read_id("\"h\"");
+        peer.send("{\"jsonrpc\":\"2.0\",\"id\":\"h\",\"method\":\"health\"}\n");
+        peer.read_until("\"h\"");
         worst = worst.max(sent.elapsed());
-        read_id("\"slow\"");
-        drop(stdin);
-        let _ = child.wait();
+        peer.read_until("\"slow\"");
+        peer.close();
     }
     worst.as_secs_f64() * 1e3
 }
