@@ -390,6 +390,41 @@ pub(crate) fn set_thread_affinity(cpus: &[usize]) -> io::Result<()> {
     }
 }
 
+/// The CPU time process `pid` has used so far, all its threads together, ended ones too
+/// (its `CLOCK_PROCESS_CPUTIME_ID`, read from outside through `clock_getcpuclockid`).
+#[cfg(all(feature = "host", target_os = "linux"))]
+pub(crate) fn process_cpu_time(pid: u32) -> io::Result<std::time::Duration> {
+    let pid = libc::pid_t::try_from(pid)
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "pid out of range"))?;
+    let mut clock: libc::clockid_t = 0;
+    // SAFETY: clock_getcpuclockid writes one clockid_t into the valid `clock`.
+    let rc = unsafe { libc::clock_getcpuclockid(pid, &mut clock) };
+    if rc != 0 {
+        return Err(io::Error::from_raw_os_error(rc));
+    }
+    // SAFETY: `timespec` is plain old data; clock_gettime writes one into the valid `ts`.
+    let ts = unsafe {
+        let mut ts: libc::timespec = std::mem::zeroed();
+        if libc::clock_gettime(clock, &mut ts) != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        ts
+    };
+    Ok(std::time::Duration::new(
+        u64::try_from(ts.tv_sec).unwrap_or(0),
+        u32::try_from(ts.tv_nsec).unwrap_or(0),
+    ))
+}
+
+/// Other processes' CPU clocks are read here only on Linux.
+#[cfg(all(feature = "host", not(target_os = "linux")))]
+pub(crate) fn process_cpu_time(_pid: u32) -> io::Result<std::time::Duration> {
+    Err(io::Error::new(
+        io::ErrorKind::Unsupported,
+        "another process's CPU clock needs Linux",
+    ))
+}
+
 /// CPU affinity is Linux-only here.
 #[cfg(all(feature = "host", not(target_os = "linux")))]
 pub(crate) fn thread_affinity() -> io::Result<Vec<usize>> {

@@ -16,8 +16,18 @@
 mod bench;
 #[path = "executa/bench_driver.rs"]
 mod bench_driver;
+#[path = "executa/bench_mcp.rs"]
+mod bench_mcp;
+#[path = "executa/bench_proc.rs"]
+mod bench_proc;
+#[path = "executa/bench_report.rs"]
+mod bench_report;
 #[path = "executa/bench_scan.rs"]
 mod bench_scan;
+#[path = "executa/bench_spec.rs"]
+mod bench_spec;
+#[path = "executa/bench_wire.rs"]
+mod bench_wire;
 #[path = "executa/call.rs"]
 mod call;
 #[path = "executa/check.rs"]
@@ -43,7 +53,8 @@ COMMANDS:
                exit on stdin EOF. One line per check; exits 1 on any failure.
     describe   Print the plugin's manifest as JSON (for manifest.json).
     call       Invoke one tool; in-memory storage and sampling answer reverse calls.
-    bench      Round-trip latency (p50/p90/p99) and throughput of an echo-style tool.
+    bench      Round-trip latency (p50/p90/p99), throughput, CPU and memory of a tool,
+               for Executa plugins and MCP stdio servers, several compared in one run.
     help       Show the options of a command: `executa help <COMMAND>`.
 
 Everything after `--` is the plugin's command line, e.g.

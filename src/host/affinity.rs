@@ -1,6 +1,6 @@
-//! CPU pinning for benchmark drivers: a host that measures a plugin's latency pins itself
-//! (and the plugin, with `taskset`) so that figures do not depend on where the scheduler
-//! happens to put each process.
+//! CPU pinning and CPU time for benchmark drivers: a host that measures a plugin's latency
+//! pins itself (and the plugin, with `taskset`) so that figures do not depend on where the
+//! scheduler happens to put each process, and reads what the plugin spent per request.
 
 use std::io;
 
@@ -20,4 +20,14 @@ pub fn cpu_affinity() -> io::Result<Vec<usize>> {
 /// `Unsupported` off Linux.
 pub fn set_cpu_affinity(cpus: &[usize]) -> io::Result<()> {
     crate::sys::set_thread_affinity(cpus)
+}
+
+/// The CPU time process `pid` (any process this one may see, typically a plugin it
+/// started) has used so far: all its threads together, also those that have ended, in
+/// nanoseconds (`clock_getcpuclockid`). Its children are not included.
+///
+/// Never blocks. Fails with the OS error (`ESRCH` once the process is reaped), or
+/// `Unsupported` off Linux.
+pub fn process_cpu_time(pid: u32) -> io::Result<std::time::Duration> {
+    crate::sys::process_cpu_time(pid)
 }

@@ -94,6 +94,19 @@ impl Handlers {
         }
     }
 
+    /// Answers `call` on the calling thread, as a [`Host`](super::Host)'s reader answers a
+    /// quick service's call (the result serialized straight into the frame with
+    /// [`Service::call_into`]), but without the gates and invoke routing a `Host` applies
+    /// first: appends the whole answer frame to `out`, `{"jsonrpc":"2.0","id":..,"result":..}`
+    /// or the error (-32601 when nothing answers `call.method`, -32603 when a handler
+    /// panics), newline-terminated. For drivers that read the plugin's pipes themselves
+    /// (`executa bench`). Blocks as long as the handler does.
+    pub fn answer_into(&self, call: &ReverseCall, out: &mut Vec<u8>) {
+        write_answer(out, &call.id, &call.method, |frame| {
+            self.call_into(call, frame)
+        });
+    }
+
     /// Whether `method` is answered by a quick service (not a closure, whose cost nobody
     /// declared).
     fn is_quick(&self, method: &str) -> bool {
@@ -313,29 +326,40 @@ fn serve(handlers: &Handlers, job: Job) {
 fn answer(handlers: &Handlers, job: &Job) -> Vec<u8> {
     job.shared.count_reverse_call();
     let mut frame = Vec::with_capacity(256);
-    let id = job.id.as_raw().get().as_bytes();
-    // The host author's code runs here (`handles` too, not only `call`), maybe on the
-    // reader: a panic costs this call its answer, never the thread. The result is written
-    // straight into the frame.
+    write_answer(&mut frame, &job.id, &job.method, |out| {
+        handle(handlers, job, out)
+    });
+    frame
+}
+
+/// Appends the answer frame to the call `id`: the result `write` writes straight into it,
+/// or the error it returns, or -32603 when it panics. The host author's code runs in
+/// `write` (`handles` too, not only `call`), maybe on the reader: a panic costs this call
+/// its answer, never the thread.
+fn write_answer(
+    frame: &mut Vec<u8>,
+    id: &Id,
+    method: &str,
+    write: impl FnOnce(&mut Vec<u8>) -> Result<(), RpcError>,
+) {
+    let mark = frame.len();
     let outcome = catch_unwind(AssertUnwindSafe(|| {
-        wire::write_result_with(&mut frame, id, |out| handle(handlers, job, out))
+        wire::write_result_with(frame, id.as_raw().get().as_bytes(), write)
     }))
     .unwrap_or_else(|panic| {
         Err(RpcError::new(
             codes::INTERNAL_ERROR,
             format!(
-                "the host's handler for `{}` panicked: {}",
-                job.method,
+                "the host's handler for `{method}` panicked: {}",
                 panic_text(&*panic)
             ),
         ))
     });
     if let Err(e) = outcome {
         // Also what a panic left half written goes.
-        frame.clear();
-        wire::write_error(&mut frame, job.id.as_raw(), &e);
+        frame.truncate(mark);
+        wire::write_error(frame, id.as_raw(), &e);
     }
-    frame
 }
 
 /// The gates, the routing and the handler for one call, its result written into `out`.

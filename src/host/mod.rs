@@ -66,7 +66,7 @@ mod writer;
 pub use self::core::{HostState, HostStatus};
 /// The manifest lint, shared with the plugin runtime (which runs it at start-up).
 pub use crate::lint;
-pub use affinity::{cpu_affinity, set_cpu_affinity};
+pub use affinity::{cpu_affinity, process_cpu_time, set_cpu_affinity};
 pub use backends::{MAX_ENTRIES, MAX_VALUE_BYTES, MemoryStorage, ScriptedSampling};
 pub use client::Host;
 pub use command::PluginCommand;

@@ -1,43 +1,77 @@
-//! `executa bench`: round-trip latency and throughput of one tool, for one plugin or
-//! several compared in the same run. The load generator is `bench_driver.rs`.
+//! `executa bench`: round-trip latency, throughput, CPU and memory of one tool, for one
+//! plugin or several compared in the same run. The load generator is `bench_driver.rs`,
+//! the plugins and their choices `bench_spec.rs`, the figures `bench_report.rs`.
 
 use std::process::ExitCode;
 use std::time::Duration;
 
 use executa::Manifest;
-use executa::host::StderrRelay;
+use executa::host::{Handlers, StderrRelay};
 use serde_json::Value;
 
-use crate::bench_driver::{Load, Run, Session, Target};
+use crate::bench_driver::{Load, Run, Session, Timeouts};
+use crate::bench_proc::{self, CpuSnapshot};
+use crate::bench_report::summarize;
+use crate::bench_spec::{self, Choice, PluginSpec, Protocol, Target};
 use crate::cli::{Args, Common, Usage, count, json_arg, unknown};
 
 pub const HELP: &str = "\
-executa bench: round-trip latency and throughput of an echo-style tool
+executa bench: round-trip latency, throughput, CPU and memory of a tool
 
 USAGE:
     executa bench [OPTIONS] -- <PLUGIN COMMAND...>
     executa bench [OPTIONS] --plugin 'CMD ARGS' --plugin 'CMD ARGS' [-- <PLUGIN COMMAND...>]
+    executa bench [OPTIONS] --plugin NAME=CMD [--tool T] [--args JSON] [--protocol P] ...
+    executa bench [OPTIONS] --spec plugins.json
 
 Starts the plugin, initializes it, warms it up, then sends REQUESTS invokes of TOOL with
 CONCURRENCY of them in flight: one thread writes requests, one reads the replies and
 matches them by id (with CONCURRENCY 1 a single thread does both). Reverse calls (sampling,
-storage) are answered by the in-memory development backends, so `--tool sample --args
-'{\"prompt\":\"hi\"}'` works against the everything example. Prints the latency
-percentiles (p50/p90/p99/max, from sending a request (the flush that writes it to the
-pipe) to reading its reply) and the throughput (requests per second from the start to the
-last reply). A progress indicator runs on stderr meanwhile.
+storage) are answered by the in-memory development backends, on the reading thread as
+`executa::host` answers them, so `--tool sample --args '{\"prompt\":\"hi\"}'` works against
+the everything example. Prints the latency percentiles (p50/p90/p99/max, from sending a
+request (the flush that writes it to the pipe) to reading its reply), the throughput
+(requests per second from the start to the last reply), the CPU time per request of the
+plugin's process group and of the bench itself over the timed requests, and the plugin
+group's resident memory after them (and its peak). A progress indicator runs on stderr.
 
-Several plugins (each `--plugin`, plus the command after `--`) are measured in ROUNDS
-interleaved rounds (each round starts every plugin afresh, in order); the figures are
-medians over rounds, with ratios against the first plugin.
+Several plugins (each `--plugin`, each entry of `--spec`, plus the command after `--`) are
+measured in ROUNDS interleaved rounds (each round starts every plugin afresh, in order);
+the figures are medians over rounds, with ratios against the first plugin.
+
+Each plugin may call its own tool: `--tool`, `--args` and `--protocol` given right after a
+`--plugin NAME=CMD` (before the next `--plugin` or `--spec`) are that plugin's; given
+anywhere else they are the defaults of every plugin that sets none. NAME (letters, digits,
+`_`, `-`, `.`) labels its figures. A spec file is JSON: an array of plugins, or an object
+whose `plugins` is one; each plugin is {\"name\", \"command\" (a string or an array of
+words), \"tool\", \"args\", \"protocol\"}, only \"command\" required.
+
+PROTOCOLS:
+    executa   `initialize` (v2; -32601 from a 1.1 plugin is fine), `describe`, `invoke`
+    mcp       an MCP stdio server: `initialize` with protocolVersion 2025-11-25 (answers
+              2024-11-05, 2025-03-26, 2025-06-18 and 2025-11-25 are accepted), the
+              `notifications/initialized` notification, `tools/list` (placeholder
+              arguments from each tool's inputSchema), then `tools/call {name, arguments}`;
+              a result with `isError: true` counts as an error. The server's
+              `sampling/createMessage` is answered with the last user message's text
+              ({role: assistant, content: {type: text, text}, model, stopReason: endTurn}),
+              `ping` with {}.
+    auto      Executa's `initialize`, then whatever the answer says: a dated
+              protocolVersion (an MCP server answers an unknown revision with its own) is
+              MCP, as is an error other than -32601 when an MCP `initialize` sent next is
+              answered; anything else is Executa. An executa plugin built with the `mcp`
+              feature is Executa here: `--protocol mcp` benches its MCP side.
 
 OPTIONS:
     --requests N         invokes to time per round [1000]
     --concurrency C      invokes in flight at once [1]
     --tool NAME          the tool to call [echo]
     --args JSON          its arguments [synthesized from the declared parameters]
+    --protocol P         executa, mcp or auto [auto]
     --warmup N           untimed invokes first, per round [min(100, REQUESTS/10)]
-    --plugin 'CMD ARGS'  a plugin to compare (split at whitespace); repeatable
+    --plugin 'CMD ARGS'  a plugin to compare (split at whitespace); repeatable;
+                         `--plugin NAME=CMD ARGS` names it and takes its own options
+    --spec FILE          plugins to compare, from a JSON file (above); repeatable
     --rounds R           interleaved rounds [1 for one plugin, 5 for several]
     --pin-host CPU       run this process on CPU (sched_setaffinity)
     --pin-plugin CPU     run each plugin on CPU (`taskset -c CPU`, util-linux)
@@ -47,20 +81,22 @@ OPTIONS:
 
 Pinning both to one CPU (`--pin-host 0 --pin-plugin 0`) gives the steadiest latency on a
 VM; different CPUs (`--pin-host 0 --pin-plugin 1`) measure the cross-core hand-off.
+Example: the same plugin served both ways beside a Python MCP server:
+    executa bench --rounds 5 --plugin exec=./everything --protocol executa \\
+        --plugin mcp=./everything --protocol mcp \\
+        --plugin py='python3 server.py' --protocol mcp --tool echo --args '{\"text\":\"hi\"}'
 ";
 
 struct Settings {
     requests: usize,
     concurrency: usize,
-    tool: String,
-    arguments: Option<Value>,
     warmup: Option<usize>,
     progress: bool,
-    plugins: Vec<Vec<String>>,
     rounds: Option<usize>,
     pin_host: Option<usize>,
     pin_plugin: Option<usize>,
     stall: Duration,
+    plugins: Vec<Target>,
 }
 
 pub fn run(mut args: Args) -> Result<ExitCode, Usage> {
@@ -68,25 +104,35 @@ pub fn run(mut args: Args) -> Result<ExitCode, Usage> {
     let mut s = Settings {
         requests: 1000,
         concurrency: 1,
-        tool: "echo".to_owned(),
-        arguments: None,
         warmup: None,
         progress: true,
-        plugins: Vec::new(),
         rounds: None,
         pin_host: None,
         pin_plugin: None,
         stall: Duration::from_secs(60),
+        plugins: Vec::new(),
     };
+    let mut defaults = Choice::default();
+    let mut specs: Vec<PluginSpec> = Vec::new();
+    // The named plugin that `--tool`, `--args` and `--protocol` belong to, if any.
+    let mut own: Option<usize> = None;
     while let Some((flag, inline)) = args.next_arg() {
         if common.apply(&mut args, &flag, inline.clone(), HELP)? {
             continue;
         }
+        let choice = match own {
+            Some(i) => &mut specs[i].own,
+            None => &mut defaults,
+        };
         match flag.as_str() {
             "--requests" => s.requests = count(&flag, &args.value(&flag, inline)?)?,
             "--concurrency" => s.concurrency = count(&flag, &args.value(&flag, inline)?)?,
-            "--tool" => s.tool = args.value(&flag, inline)?,
-            "--args" => s.arguments = Some(json_arg(&flag, &args.value(&flag, inline)?)?),
+            "--tool" => choice.tool = Some(args.value(&flag, inline)?),
+            "--args" => choice.args = Some(json_arg(&flag, &args.value(&flag, inline)?)?),
+            "--protocol" => {
+                choice.protocol =
+                    Some(Protocol::parse(&args.value(&flag, inline)?).map_err(Usage::Error)?)
+            }
             "--warmup" => {
                 let text = args.value(&flag, inline)?;
                 s.warmup = Some(text.parse().map_err(|_| {
@@ -94,15 +140,15 @@ pub fn run(mut args: Args) -> Result<ExitCode, Usage> {
                 })?);
             }
             "--plugin" => {
-                let argv: Vec<String> = args
-                    .value(&flag, inline)?
-                    .split_whitespace()
-                    .map(str::to_owned)
-                    .collect();
-                if argv.is_empty() {
-                    return Err(Usage::Error("`--plugin` needs a command".into()));
-                }
-                s.plugins.push(argv);
+                let spec =
+                    bench_spec::parse_plugin(&args.value(&flag, inline)?).map_err(Usage::Error)?;
+                own = spec.name.is_some().then_some(specs.len());
+                specs.push(spec);
+            }
+            "--spec" => {
+                let path = args.value(&flag, inline)?;
+                specs.extend(bench_spec::read_spec_file(&path).map_err(Usage::Error)?);
+                own = None;
             }
             "--rounds" => s.rounds = Some(count(&flag, &args.value(&flag, inline)?)?),
             "--pin-host" => s.pin_host = Some(cpu(&flag, &args.value(&flag, inline)?)?),
@@ -119,13 +165,21 @@ pub fn run(mut args: Args) -> Result<ExitCode, Usage> {
                 .iter()
                 .map(|a| a.to_string_lossy().into_owned()),
         );
-        s.plugins.push(argv);
+        specs.push(PluginSpec {
+            name: None,
+            argv,
+            own: Choice::default(),
+        });
     }
-    if s.plugins.is_empty() {
+    if specs.is_empty() {
         return Err(Usage::Error(
             "missing the plugin command: put it after `--` or give `--plugin 'CMD ARGS'`".into(),
         ));
     }
+    s.plugins = specs
+        .iter()
+        .map(|spec| Target::resolve(spec, &defaults, s.pin_plugin))
+        .collect();
     if let Some(cpu) = s.pin_host
         && let Err(e) = executa::host::set_cpu_affinity(&[cpu])
     {
@@ -139,10 +193,11 @@ fn cpu(flag: &str, text: &str) -> Result<usize, Usage> {
         .map_err(|_| Usage::Error(format!("`{flag}` takes a CPU number, got {text:?}")))
 }
 
-/// Per plugin, the figures of each round.
-struct Rounds {
-    target: Target,
+/// Per plugin, the figures of each round, and the protocol its last round spoke.
+struct Rounds<'a> {
+    target: &'a Target,
     runs: Vec<Run>,
+    spoke: String,
 }
 
 /// Runs every round, then prints each plugin's medians and its ratios against the first.
@@ -150,19 +205,20 @@ fn compare(s: &Settings, common: &Common) -> ExitCode {
     let mut plugins: Vec<Rounds> = s
         .plugins
         .iter()
-        .map(|argv| Rounds {
-            target: Target {
-                argv: argv.clone(),
-                pin: s.pin_plugin,
-            },
+        .map(|target| Rounds {
+            target,
             runs: Vec::new(),
+            spoke: String::new(),
         })
         .collect();
     let rounds = s.rounds.unwrap_or(if plugins.len() > 1 { 5 } else { 1 });
     for round in 0..rounds {
         for p in &mut plugins {
-            match one_round(&p.target, s, common) {
-                Ok(run) => p.runs.push(run),
+            match one_round(p.target, s, common) {
+                Ok((run, spoke)) => {
+                    p.runs.push(run);
+                    p.spoke = spoke;
+                }
                 Err((code, why)) => {
                     eprintln!(
                         "executa bench: `{}` (round {}): {why}",
@@ -174,10 +230,15 @@ fn compare(s: &Settings, common: &Common) -> ExitCode {
             }
         }
     }
+    let first_tool = &s.plugins[0].tool;
+    let tool = if s.plugins.iter().all(|t| &t.tool == first_tool) {
+        format!("`{first_tool}`")
+    } else {
+        "invokes".to_owned()
+    };
     println!(
-        "executa bench: {} x `{}`, concurrency {}, {rounds} round(s){}",
+        "executa bench: {} x {tool}, concurrency {}, {rounds} round(s){}",
         s.requests,
-        s.tool,
         s.concurrency,
         match (s.pin_host, s.pin_plugin) {
             (None, None) => String::new(),
@@ -190,16 +251,22 @@ fn compare(s: &Settings, common: &Common) -> ExitCode {
     );
     let first = summarize(&plugins[0].runs);
     let mut failed = false;
-    for p in &plugins {
+    for (i, p) in plugins.iter().enumerate() {
         let sum = summarize(&p.runs);
-        println!("\nagainst `{}`", p.target.label());
+        let t = p.target;
+        let command = match &t.name {
+            Some(_) => format!(" ({})", t.argv.join(" ")),
+            None => String::new(),
+        };
+        println!(
+            "\nagainst `{}`{command}: {}, `{}`",
+            t.label(),
+            p.spoke,
+            t.tool
+        );
         sum.print(rounds);
-        if !std::ptr::eq(p, &plugins[0]) {
-            println!(
-                "vs first    p50 {:.2}x   throughput {:.2}x",
-                sum.p50.as_secs_f64() / first.p50.as_secs_f64().max(1e-12),
-                sum.rate / first.rate.max(1e-12)
-            );
+        if i > 0 {
+            sum.print_ratios(&first);
         }
         failed |= sum.errors > 0;
     }
@@ -210,20 +277,28 @@ fn compare(s: &Settings, common: &Common) -> ExitCode {
     }
 }
 
-/// Starts the plugin, warms it up, times the load, stops it.
-fn one_round(target: &Target, s: &Settings, common: &Common) -> Result<Run, (ExitCode, String)> {
+/// Starts the plugin, warms it up, times the load (and what it cost the plugin and the
+/// bench), stops it. Also returns the protocol the handshake settled on.
+fn one_round(
+    target: &Target,
+    s: &Settings,
+    common: &Common,
+) -> Result<(Run, String), (ExitCode, String)> {
     let quiet = matches!(common.host.stderr, StderrRelay::Quiet);
-    let mut session = Session::start(
-        target,
-        quiet,
-        common.host.initialize_timeout,
-        common.host.effective_describe_timeout(),
-    )
-    .map_err(|e| (ExitCode::from(2), format!("the plugin did not start: {e}")))?;
-    let Some(arguments) = s
+    let timeouts = Timeouts {
+        initialize: common.host.initialize_timeout,
+        describe: common.host.effective_describe_timeout(),
+    };
+    let mut session = Session::start(target, quiet, &timeouts, Handlers::dev_backends())
+        .map_err(|e| (ExitCode::from(2), format!("the plugin did not start: {e}")))?;
+    let spoke = match &session.revision {
+        Some(v) => format!("{} {v}", session.wire.name()),
+        None => session.wire.name().to_owned(),
+    };
+    let Some(arguments) = target
         .arguments
         .clone()
-        .or_else(|| placeholder_args(&session.manifest, &s.tool))
+        .or_else(|| placeholder_args(&session.manifest, &target.tool))
     else {
         let names: Vec<_> = session
             .manifest
@@ -233,14 +308,14 @@ fn one_round(target: &Target, s: &Settings, common: &Common) -> Result<Run, (Exi
             .collect();
         let why = format!(
             "the plugin has no tool `{}` (it has: {})",
-            s.tool,
+            target.tool,
             names.join(", ")
         );
         session.close();
         return Err((ExitCode::from(2), why));
     };
     let mut load = Load {
-        tool: &s.tool,
+        tool: &target.tool,
         arguments: &arguments,
         count: s.warmup.unwrap_or((s.requests / 10).min(100)),
         in_flight: s.concurrency,
@@ -260,106 +335,21 @@ fn one_round(target: &Target, s: &Settings, common: &Common) -> Result<Run, (Exi
         Ok(_) => {
             load.count = s.requests;
             load.progress = s.progress;
-            session.run(&load)
+            let pid = session.pid();
+            let (plugin0, bench0) = (CpuSnapshot::take(pid), bench_proc::own_cpu());
+            session.run(&load).map(|mut run| {
+                run.plugin_cpu = Some(CpuSnapshot::take(pid).since(&plugin0));
+                run.bench_cpu = bench_proc::own_cpu()
+                    .zip(bench0)
+                    .map(|(now, then)| now.saturating_sub(then));
+                run.memory_kb = bench_proc::memory_kb(pid);
+                run
+            })
         }
         Err(e) => Err(format!("warm-up failed: {e}")),
     };
     session.close();
-    run.map_err(|e| (ExitCode::FAILURE, e))
-}
-
-/// Medians over rounds.
-struct Summary {
-    p50: Duration,
-    p90: Duration,
-    p99: Duration,
-    max: Duration,
-    mean: Duration,
-    rate: f64,
-    requests: usize,
-    elapsed: f64,
-    errors: usize,
-    first_error: Option<String>,
-}
-
-fn summarize(runs: &[Run]) -> Summary {
-    let mut per: Vec<[f64; 7]> = Vec::new();
-    for r in runs {
-        let mut l = r.latencies.clone();
-        l.sort_unstable();
-        let ok = l.len();
-        let pct = |p: f64| {
-            if ok == 0 {
-                0.0
-            } else {
-                l[((p / 100.0 * ok as f64).ceil() as usize).clamp(1, ok) - 1].as_secs_f64()
-            }
-        };
-        let mean = l.iter().map(Duration::as_secs_f64).sum::<f64>() / ok.max(1) as f64;
-        let elapsed = r.elapsed.as_secs_f64().max(1e-9);
-        per.push([
-            pct(50.0),
-            pct(90.0),
-            pct(99.0),
-            pct(100.0),
-            mean,
-            (ok + r.errors) as f64 / elapsed,
-            elapsed,
-        ]);
-    }
-    let median = |k: usize| {
-        let mut xs: Vec<f64> = per.iter().map(|v| v[k]).collect();
-        xs.sort_by(f64::total_cmp);
-        xs.get(xs.len() / 2).copied().unwrap_or(0.0)
-    };
-    let d = |k| Duration::from_secs_f64(median(k));
-    Summary {
-        p50: d(0),
-        p90: d(1),
-        p99: d(2),
-        max: d(3),
-        mean: d(4),
-        rate: median(5),
-        requests: runs.first().map_or(0, |r| r.latencies.len() + r.errors),
-        elapsed: median(6),
-        errors: runs.iter().map(|r| r.errors).sum(),
-        first_error: runs.iter().find_map(|r| r.first_error.clone()),
-    }
-}
-
-impl Summary {
-    fn print(&self, rounds: usize) {
-        let of = if rounds > 1 {
-            " (medians of rounds)"
-        } else {
-            ""
-        };
-        println!(
-            "latency     p50 {}   p90 {}   p99 {}   max {}   mean {}{of}",
-            fmt(self.p50),
-            fmt(self.p90),
-            fmt(self.p99),
-            fmt(self.max),
-            fmt(self.mean)
-        );
-        println!(
-            "throughput  {:.0} req/s ({} requests in {:.3} s){of}",
-            self.rate, self.requests, self.elapsed
-        );
-        println!("errors      {}", self.errors);
-        if let Some(e) = &self.first_error {
-            println!("first error {e}");
-        }
-    }
-}
-
-fn fmt(d: Duration) -> String {
-    let us = d.as_secs_f64() * 1e6;
-    if us < 1000.0 {
-        format!("{us:.1} µs")
-    } else {
-        format!("{:.2} ms", us / 1000.0)
-    }
+    run.map(|r| (r, spoke)).map_err(|e| (ExitCode::FAILURE, e))
 }
 
 /// Arguments synthesized from `tool`'s declared parameters (nested required objects,

@@ -1,8 +1,9 @@
 //! `executa bench`'s load generator: talks to the plugin's pipes directly. One thread
 //! writes invokes (at most N unanswered), one thread reads replies, matches them to their
-//! request by id and answers the plugin's reverse calls with the in-memory development
-//! backends. With one in flight a single thread does both, so a round trip pays no hand-off
-//! of the driver's own.
+//! request by id and answers the plugin's reverse calls (`bench_wire.rs`: the in-memory
+//! development backends for Executa, an echo for MCP). With one in flight a single thread
+//! does both, so a round trip pays no hand-off of the driver's own. The handshake decides
+//! the protocol (`--protocol`; `auto` reads it from the answer to `initialize`).
 
 use std::io::{BufRead, BufReader, BufWriter, Write};
 use std::os::unix::process::CommandExt;
@@ -12,28 +13,15 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{RecvTimeoutError, Sender, bounded};
-use executa::host::{
-    MemoryStorage, ReverseCall, ScriptedSampling, Service, ShutdownPolicy, shutdown_child,
-};
+use executa::Manifest;
+use executa::host::{Handlers, ShutdownPolicy, shutdown_child};
 use executa::wire::{self, Message};
-use executa::{Id, Manifest, RpcError};
-use serde::Deserialize;
-use serde_json::value::{RawValue, to_raw_value};
-use serde_json::{Value, json};
+use serde_json::json;
+use serde_json::value::RawValue;
 
-use crate::bench_scan;
-
-/// A plugin to drive: its command line and the CPU to pin it to.
-pub struct Target {
-    pub argv: Vec<String>,
-    pub pin: Option<usize>,
-}
-
-impl Target {
-    pub fn label(&self) -> String {
-        self.argv.join(" ")
-    }
-}
+use crate::bench_mcp;
+use crate::bench_spec::{Protocol, Target};
+use crate::bench_wire::{InvokeParts, Responder, Wire, request_frame};
 
 /// What one timed run measured.
 #[derive(Default)]
@@ -42,12 +30,18 @@ pub struct Run {
     pub errors: usize,
     pub first_error: Option<String>,
     pub elapsed: Duration,
+    /// CPU time over the run: the plugin's process group, and the bench itself.
+    pub plugin_cpu: Option<Duration>,
+    pub bench_cpu: Option<Duration>,
+    /// The plugin group's resident memory after the run and at its peak, kB.
+    pub memory_kb: Option<(u64, u64)>,
 }
 
-/// The invokes of one run: frames `{"jsonrpc":"2.0","id":N,"method":"invoke",...}`.
+/// The invokes of one run: frames `{"jsonrpc":"2.0","id":N,"method":"invoke",...}` (MCP:
+/// `"method":"tools/call"`).
 pub struct Load<'a> {
     pub tool: &'a str,
-    pub arguments: &'a Value,
+    pub arguments: &'a serde_json::Value,
     pub count: usize,
     pub in_flight: usize,
     /// A reply that stalls this long ends the run (the plugin is killed).
@@ -60,21 +54,31 @@ pub struct Session {
     child: Child,
     stdin: BufWriter<ChildStdin>,
     stdout: BufReader<ChildStdout>,
-    services: Vec<Arc<dyn Service>>,
+    responder: Responder,
     next_id: u64,
     pub manifest: Manifest,
+    /// The protocol the handshake settled on, and the MCP revision when it is MCP.
+    pub wire: Wire,
+    pub revision: Option<String>,
+}
+
+/// How long the handshake may take, step by step.
+pub struct Timeouts {
+    pub initialize: Duration,
+    pub describe: Duration,
 }
 
 impl Session {
     /// Spawns `target` (under `taskset -c CPU` when pinned, which execs it) as the leader
-    /// of its own process group, so that the shutdown sequence reaches its helpers too;
-    /// sends `initialize` (v2, with the sampling capability) and `describe`, each bounded
-    /// by its timeout. On failure the plugin is shut down ([`Session::close`]).
+    /// of its own process group, so that the shutdown sequence reaches its helpers too,
+    /// and shakes hands in the target's protocol ([`Session::handshake`]), each request
+    /// bounded by its timeout. Reverse calls go to `handlers` (Executa) or the MCP echo.
+    /// On failure the plugin is shut down ([`Session::close`]).
     pub fn start(
         target: &Target,
         quiet: bool,
-        init_timeout: Duration,
-        describe_timeout: Duration,
+        timeouts: &Timeouts,
+        handlers: Handlers,
     ) -> Result<Session, String> {
         let mut argv: Vec<String> = Vec::new();
         if let Some(cpu) = target.pin {
@@ -101,33 +105,14 @@ impl Session {
             child,
             stdin: BufWriter::with_capacity(64 * 1024, stdin),
             stdout: BufReader::with_capacity(64 * 1024, stdout),
-            services: vec![
-                Arc::new(MemoryStorage::new()),
-                Arc::new(ScriptedSampling::echo()),
-            ],
+            responder: Responder::new(Wire::Executa, handlers),
             next_id: 0,
             manifest: Manifest::default(),
+            wire: Wire::Executa,
+            revision: None,
         };
-        let init = json!({
-            "protocolVersion": "2.0",
-            "clientInfo": { "name": "executa-bench", "version": env!("CARGO_PKG_VERSION") },
-            "capabilities": {
-                "sampling": { "modalities": ["text"], "maxTokensPerCall": 8192, "maxCallsPerInvoke": 8 }
-            }
-        });
-        // A 1.1 plugin answers -32601; the run goes on either way.
-        let _ = session.request("initialize", &init, init_timeout);
-        let manifest = session
-            .request("describe", &json!({}), describe_timeout)
-            .and_then(|m| m.map_err(|e| format!("describe failed: {}", e.get())))
-            .and_then(|m| {
-                serde_json::from_str(m.get()).map_err(|e| format!("unreadable manifest: {e}"))
-            });
-        match manifest {
-            Ok(manifest) => {
-                session.manifest = manifest;
-                Ok(session)
-            }
+        match session.handshake(target.protocol, timeouts) {
+            Ok(()) => Ok(session),
             Err(e) => {
                 session.close();
                 Err(e)
@@ -135,20 +120,95 @@ impl Session {
         }
     }
 
+    /// Executa: `initialize` (v2, with the sampling capability; a 1.1 plugin answers
+    /// -32601 and the run goes on), then `describe`. MCP: `initialize` with a dated
+    /// revision, `notifications/initialized`, then `tools/list`. `auto` sends Executa's
+    /// `initialize` and reads the answer: a dated `protocolVersion` is an MCP server
+    /// (which answers a revision it does not know with its own), and so is an error other
+    /// than -32601 when an MCP `initialize` sent after it succeeds; anything else is
+    /// Executa.
+    fn handshake(&mut self, protocol: Protocol, t: &Timeouts) -> Result<(), String> {
+        let init = if protocol == Protocol::Mcp {
+            bench_mcp::initialize_params()
+        } else {
+            json!({
+                "protocolVersion": "2.0",
+                "clientInfo": { "name": "executa-bench", "version": env!("CARGO_PKG_VERSION") },
+                "capabilities": {
+                    "sampling": { "modalities": ["text"], "maxTokensPerCall": 8192, "maxCallsPerInvoke": 8 }
+                }
+            })
+        };
+        let answer = self.request("initialize", &init, t.initialize);
+        let mcp = match (protocol, answer) {
+            (Protocol::Executa, _) => None,
+            (Protocol::Mcp, answer) => {
+                let result = answer?.map_err(|e| format!("initialize failed: {}", e.get()))?;
+                match bench_mcp::revision(&result)? {
+                    Some(v) => Some((result, v)),
+                    None => return Err(format!("not an MCP initialize result: {}", result.get())),
+                }
+            }
+            (Protocol::Auto, Ok(Ok(result))) => bench_mcp::revision(&result)?.map(|v| (result, v)),
+            (Protocol::Auto, Ok(Err(error))) if !is_method_not_found(&error) => {
+                let again =
+                    self.request("initialize", &bench_mcp::initialize_params(), t.initialize);
+                match again {
+                    Ok(Ok(result)) => bench_mcp::revision(&result)?.map(|v| (result, v)),
+                    _ => None,
+                }
+            }
+            (Protocol::Auto, _) => None,
+        };
+        let Some((init, revision)) = mcp else {
+            let manifest = self
+                .request("describe", &json!({}), t.describe)
+                .and_then(|m| m.map_err(|e| format!("describe failed: {}", e.get())))?;
+            self.manifest = serde_json::from_str(manifest.get())
+                .map_err(|e| format!("unreadable manifest: {e}"))?;
+            return Ok(());
+        };
+        self.wire = Wire::Mcp;
+        self.responder.set_wire(Wire::Mcp);
+        self.revision = Some(revision);
+        write_all(&mut self.stdin, &bench_mcp::initialized_frame())?;
+        let mut tools = Vec::new();
+        let mut cursor: Option<String> = None;
+        // Bounded: a server that pages forever is not benched.
+        for _ in 0..100 {
+            let params = cursor.map_or_else(|| json!({}), |c| json!({ "cursor": c }));
+            let page = self
+                .request("tools/list", &params, t.describe)
+                .and_then(|p| p.map_err(|e| format!("tools/list failed: {}", e.get())))?;
+            let page: bench_mcp::ToolsPage = serde_json::from_str(page.get())
+                .map_err(|e| format!("unreadable tools/list result: {e}"))?;
+            tools.extend(page.tools);
+            cursor = page.next_cursor;
+            if cursor.is_none() {
+                break;
+            }
+        }
+        self.manifest = bench_mcp::manifest(&init, &tools);
+        Ok(())
+    }
+
+    /// The plugin's process id (its process group's, too).
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// One request; its result (or error object), or why there is none.
     fn request(
         &mut self,
         method: &str,
-        params: &Value,
+        params: &serde_json::Value,
         timeout: Duration,
     ) -> Result<Result<Box<RawValue>, Box<RawValue>>, String> {
         let id = self.next_id;
         self.next_id += 1;
-        let mut frame = Vec::with_capacity(256);
-        wire::write_request(&mut frame, Some(Id::number(id).as_raw()), method, params);
-        write_all(&mut self.stdin, &frame)?;
+        write_all(&mut self.stdin, &request_frame(id, method, params))?;
         flush(&mut self.stdin)?;
-        let (child, stdin, stdout, services) = self.parts();
+        let (child, stdin, stdout, responder) = self.parts();
         let quiet = AtomicUsize::new(0);
         let answer = with_watchdog(child, timeout, &quiet, None, || {
             let mut line = Vec::with_capacity(4096);
@@ -166,8 +226,7 @@ impl Session {
                         method,
                         params,
                     } => {
-                        let reply = answer_reverse(services, rid, &method, params);
-                        write_all(stdin, &reply)?;
+                        write_all(stdin, &responder.answer(rid, &method, params))?;
                         flush(stdin)?;
                     }
                     _ => {}
@@ -181,10 +240,10 @@ impl Session {
     pub fn run(&mut self, load: &Load) -> Result<Run, String> {
         let first = self.next_id;
         self.next_id += load.count as u64;
-        let mut requests = Requests::new(load, first)?;
+        let mut requests = Requests::new(load, first, self.wire)?;
         let done = AtomicUsize::new(0);
-        let mut tally = Tally::new(&requests);
-        let (child, stdin, stdout, services) = self.parts();
+        let mut tally = Tally::new(&requests, self.wire);
+        let (child, stdin, stdout, responder) = self.parts();
         let outcome = if load.in_flight <= 1 {
             with_watchdog(child, load.stall, &done, shown(load), || {
                 let mut feed = Inline {
@@ -192,14 +251,14 @@ impl Session {
                     requests: &mut requests,
                 };
                 feed.credits(1)?;
-                read_replies(stdout, services, &mut tally, &mut feed, &done)
+                read_replies(stdout, responder, &mut tally, &mut feed, &done)
             })
         } else {
             pipelined(
                 child,
                 stdin,
                 stdout,
-                services,
+                responder,
                 &mut requests,
                 &mut tally,
                 load,
@@ -216,7 +275,7 @@ impl Session {
             &mut self.child,
             &mut self.stdin,
             &mut self.stdout,
-            &self.services,
+            &self.responder,
         )
     }
 
@@ -234,7 +293,7 @@ type Parts<'a> = (
     &'a mut Child,
     &'a mut BufWriter<ChildStdin>,
     &'a mut BufReader<ChildStdout>,
-    &'a [Arc<dyn Service>],
+    &'a Responder,
 );
 
 /// The writer thread takes credits and reverse-call answers from the reader.
@@ -248,7 +307,7 @@ fn pipelined(
     child: &mut Child,
     stdin: &mut BufWriter<ChildStdin>,
     stdout: &mut BufReader<ChildStdout>,
-    services: &[Arc<dyn Service>],
+    responder: &Responder,
     requests: &mut Requests,
     tally: &mut Tally,
     load: &Load,
@@ -278,7 +337,7 @@ fn pipelined(
         });
         let read = with_watchdog(child, load.stall, done, shown(load), || {
             let mut feed = Channel(tx);
-            read_replies(stdout, services, tally, &mut feed, done)
+            read_replies(stdout, responder, tally, &mut feed, done)
         });
         let wrote = writer
             .join()
@@ -347,7 +406,7 @@ impl Feed for Channel {
 /// Renders invoke frames into one reused buffer and stamps their send times.
 struct Requests {
     head: Vec<u8>,
-    tail: Vec<u8>,
+    parts: InvokeParts,
     buf: Vec<u8>,
     first: u64,
     count: usize,
@@ -359,15 +418,10 @@ struct Requests {
 }
 
 impl Requests {
-    fn new(load: &Load, first: u64) -> Result<Requests, String> {
-        let tool = serde_json::to_string(load.tool).map_err(|e| e.to_string())?;
-        let args = serde_json::to_string(load.arguments).map_err(|e| e.to_string())?;
+    fn new(load: &Load, first: u64, wire: Wire) -> Result<Requests, String> {
         Ok(Requests {
             head: b"{\"jsonrpc\":\"2.0\",\"id\":".to_vec(),
-            tail: format!(
-                ",\"method\":\"invoke\",\"params\":{{\"tool\":{tool},\"arguments\":{args},\"context\":{{\"invoke_id\":\"bench-"
-            )
-            .into_bytes(),
+            parts: wire.invoke_parts(load.tool, load.arguments)?,
             buf: Vec::with_capacity(1024),
             first,
             count: load.count,
@@ -388,9 +442,11 @@ impl Requests {
         self.buf.clear();
         self.buf.extend_from_slice(&self.head);
         push_u64(&mut self.buf, id);
-        self.buf.extend_from_slice(&self.tail);
-        push_u64(&mut self.buf, id);
-        self.buf.extend_from_slice(b"\"}}}\n");
+        self.buf.extend_from_slice(&self.parts.tail);
+        if let Some(suffix) = &self.parts.suffix {
+            push_u64(&mut self.buf, id);
+            self.buf.extend_from_slice(suffix);
+        }
         self.make_room(out, self.buf.len())?;
         self.sent += 1;
         if self.buf.len() >= out.capacity() {
@@ -441,20 +497,14 @@ struct Tally {
     first_error: Option<String>,
     starts: Arc<[AtomicU64]>,
     t0: Instant,
+    wire: Wire,
     /// When the last reply arrived, since `t0`: the run's length. (Measured here, not
     /// after the threads are joined, so their wind-down is not counted as the plugin's.)
     last: Duration,
 }
 
-#[derive(Deserialize)]
-struct Envelope<'a> {
-    success: bool,
-    #[serde(borrow, default)]
-    error: Option<&'a RawValue>,
-}
-
 impl Tally {
-    fn new(requests: &Requests) -> Tally {
+    fn new(requests: &Requests, wire: Wire) -> Tally {
         Tally {
             first: requests.first,
             answered: vec![false; requests.count],
@@ -464,6 +514,7 @@ impl Tally {
             first_error: None,
             starts: requests.starts.clone(),
             t0: requests.t0,
+            wire,
             last: Duration::ZERO,
         }
     }
@@ -498,14 +549,7 @@ impl Tally {
             return false;
         }
         let failure = match outcome {
-            Ok(result) => match serde_json::from_str::<Envelope>(result.get()) {
-                Ok(e) if e.success => None,
-                Ok(e) => Some(format!(
-                    "success:false: {}",
-                    e.error.map_or("", RawValue::get)
-                )),
-                Err(e) => Some(format!("not an invoke result ({e}): {}", result.get())),
-            },
+            Ok(result) => self.wire.failure(result),
             Err(error) => Some(format!("error frame: {}", error.get())),
         };
         if let Some(f) = failure {
@@ -521,6 +565,7 @@ impl Tally {
             errors: self.errors,
             first_error: self.first_error,
             elapsed: self.last,
+            ..Run::default()
         }
     }
 }
@@ -528,7 +573,7 @@ impl Tally {
 /// Reads until every request of the run is answered, answering reverse calls on the way.
 fn read_replies(
     stdout: &mut BufReader<ChildStdout>,
-    services: &[Arc<dyn Service>],
+    responder: &Responder,
     tally: &mut Tally,
     feed: &mut dyn Feed,
     done: &AtomicUsize,
@@ -550,7 +595,7 @@ fn read_replies(
         if refill {
             arrived = Instant::now();
         }
-        if let Some(id) = bench_scan::success_id(&line) {
+        if let Some(id) = tally.wire.success_id(&line) {
             if tally.answered(id, arrived) {
                 done.fetch_add(1, Ordering::Relaxed);
                 owed += 1;
@@ -566,54 +611,18 @@ fn read_replies(
                 id: Some(id),
                 method,
                 params,
-            } => feed.frame(answer_reverse(services, id, &method, params))?,
+            } => feed.frame(responder.answer(id, &method, params))?,
             _ => {}
         }
     }
     Ok(())
 }
 
-/// The reply frame to one reverse call, from the first service that handles its method.
-fn answer_reverse(
-    services: &[Arc<dyn Service>],
-    id: &RawValue,
-    method: &str,
-    params: Option<&RawValue>,
-) -> Vec<u8> {
-    let mut params: Value = params
-        .and_then(|p| serde_json::from_str(p.get()).ok())
-        .unwrap_or_else(|| json!({}));
-    let (context, timeout) = match params.as_object_mut() {
-        Some(map) => (map.remove("context"), map.remove("_clientTimeoutS")),
-        None => (None, None),
-    };
-    let call = ReverseCall {
-        method: method.to_owned(),
-        params,
-        invoke_id: context
-            .as_ref()
-            .and_then(|c| c.get("invoke_id"))
-            .and_then(Value::as_str)
-            .map(str::to_owned),
-        client_timeout: timeout
-            .as_ref()
-            .and_then(Value::as_f64)
-            .and_then(|s| Duration::try_from_secs_f64(s).ok()),
-        id: Id::from_raw(id),
-    };
-    let answer = match services.iter().find(|s| s.handles(method)) {
-        Some(s) => s.call(&call),
-        None => Err(RpcError::new(
-            -32601,
-            format!("executa bench answers no `{method}`"),
-        )),
-    };
-    let mut frame = Vec::with_capacity(256);
-    match answer.and_then(|v| to_raw_value(&v).map_err(|e| RpcError::new(-32603, e.to_string()))) {
-        Ok(raw) => wire::write_response(&mut frame, id, &raw),
-        Err(e) => wire::write_error(&mut frame, id, &e),
-    }
-    frame
+/// Whether an error object is -32601 (method not found): a 1.1 Executa plugin's answer to
+/// `initialize`.
+fn is_method_not_found(error: &RawValue) -> bool {
+    serde_json::from_str::<serde_json::Value>(error.get())
+        .is_ok_and(|e| e.get("code").and_then(serde_json::Value::as_i64) == Some(-32601))
 }
 
 /// The total the progress line counts to, when it is shown.

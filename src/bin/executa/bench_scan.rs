@@ -1,5 +1,6 @@
 //! The bench driver's fast path through a reply: one pass over the bytes that finds the
-//! top-level `id` (an unsigned integer) and `result.success == true`, without building
+//! top-level `id` (an unsigned integer) and whether the result says the call succeeded
+//! (Executa: `result.success == true`; MCP: no `result.isError == true`), without building
 //! anything. The `executa` binary ships at opt-level "z", where a full serde parse of each
 //! reply costs the driver more CPU than many plugins spend answering it; anything this scan
 //! does not recognise (a request, an error, `success: false`, a string id, a malformed
@@ -9,9 +10,18 @@
 //! scalar tokens, and that every bracket below them is closed by its own kind. Tokens nested
 //! deeper inside `data` are only skipped, not checked.
 
+/// Which member of a result says that the call succeeded.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Verdict {
+    /// Executa's invoke result: `success` is there and `true`.
+    Success,
+    /// MCP's `tools/call` result: `isError`, when there, is `false`.
+    NotIsError,
+}
+
 /// The id of a successful invoke reply, or `None` when the frame needs the full parser.
-pub fn success_id(line: &[u8]) -> Option<u64> {
-    compact_success_id(line).or_else(|| any_layout_success_id(line))
+pub fn success_id(line: &[u8], verdict: Verdict) -> Option<u64> {
+    compact_success_id(line, verdict).or_else(|| any_layout_success_id(line, verdict))
 }
 
 /// The envelope's head as executa (and most SDKs that write compact JSON) lays it out.
@@ -22,19 +32,19 @@ const RESULT: &[u8] = br#","result":"#;
 /// The common layout, matched by prefix up to the result; the result is walked as
 /// [`any_layout_success_id`] walks it, so where this path answers, that walk answers the
 /// same. Saves the general walk's work on the envelope's own members.
-fn compact_success_id(line: &[u8]) -> Option<u64> {
+fn compact_success_id(line: &[u8], verdict: Verdict) -> Option<u64> {
     let rest = line.strip_prefix(HEAD)?;
     let digits = rest.iter().take_while(|b| b.is_ascii_digit()).count();
     let id = unsigned(&rest[..digits])?;
     rest[digits..].strip_prefix(RESULT)?;
-    let (end, success) = result_success(line, HEAD.len() + digits + RESULT.len())?;
+    let (end, success) = result_success(line, HEAD.len() + digits + RESULT.len(), verdict)?;
     let close = skip_ws(line, end);
     let ends = line.get(close) == Some(&b'}') && skip_ws(line, close + 1) == line.len();
     (success && ends).then_some(id)
 }
 
 /// [`success_id`] for any layout: one walk over the members, wherever they are.
-fn any_layout_success_id(line: &[u8]) -> Option<u64> {
+fn any_layout_success_id(line: &[u8], verdict: Verdict) -> Option<u64> {
     let mut id = None;
     let mut success = None;
     let end = object(line, skip_ws(line, 0), |key, at| match key {
@@ -46,7 +56,7 @@ fn any_layout_success_id(line: &[u8]) -> Option<u64> {
         }
         // One pass: the result's own fields are scanned while skipping it.
         b"result" => {
-            let (end, ok) = result_success(line, at)?;
+            let (end, ok) = result_success(line, at, verdict)?;
             success.replace(ok).is_none().then_some(end)
         }
         b"method" | b"error" => None,
@@ -58,18 +68,27 @@ fn any_layout_success_id(line: &[u8]) -> Option<u64> {
     id.filter(|_| success == Some(true))
 }
 
-/// Walks the result object that opens at `at`: where it ends, and whether its `success`
-/// member is `true`. `None` for a malformed result, or one that names `success` twice.
-fn result_success(line: &[u8], at: usize) -> Option<(usize, bool)> {
-    let mut success = None;
+/// Walks the result object that opens at `at`: where it ends, and whether it says the
+/// call succeeded (`verdict`). `None` for a malformed result, or one that names the
+/// deciding member twice.
+fn result_success(line: &[u8], at: usize, verdict: Verdict) -> Option<(usize, bool)> {
+    let key_of = match verdict {
+        Verdict::Success => &b"success"[..],
+        Verdict::NotIsError => b"isError",
+    };
+    let mut member = None;
     let end = object(line, at, |key, at| {
         let end = value_end(line, at)?;
-        if key == b"success" && success.replace(&line[at..end] == b"true").is_some() {
+        if key == key_of && member.replace(&line[at..end]).is_some() {
             return None;
         }
         Some(end)
     })?;
-    Some((end, success == Some(true)))
+    let ok = match verdict {
+        Verdict::Success => member == Some(b"true"),
+        Verdict::NotIsError => member.is_none_or(|v| v == b"false"),
+    };
+    Some((end, ok))
 }
 
 /// Walks the object that opens at `at`, calling `field(key, value_start)` for each member;
@@ -202,7 +221,7 @@ fn unsigned(value: &[u8]) -> Option<u64> {
 
 #[cfg(test)]
 mod tests {
-    use super::{any_layout_success_id, compact_success_id, success_id};
+    use super::{Verdict, any_layout_success_id, compact_success_id, success_id};
 
     /// Successes, with their ids, in the compact layout and others.
     const SUCCESSES: &[(&[u8], u64)] = &[
@@ -254,7 +273,7 @@ mod tests {
     fn finds_the_id_of_a_success_in_any_layout() {
         for (line, id) in SUCCESSES {
             assert_eq!(
-                success_id(line),
+                success_id(line, Verdict::Success),
                 Some(*id),
                 "{}",
                 String::from_utf8_lossy(line)
@@ -265,7 +284,12 @@ mod tests {
     #[test]
     fn leaves_everything_else_to_the_full_parser() {
         for line in OTHERS {
-            assert_eq!(success_id(line), None, "{}", String::from_utf8_lossy(line));
+            assert_eq!(
+                success_id(line, Verdict::Success),
+                None,
+                "{}",
+                String::from_utf8_lossy(line)
+            );
         }
     }
 
@@ -277,12 +301,12 @@ mod tests {
             .map(|(l, _)| *l)
             .chain(OTHERS.iter().copied())
         {
-            let compact = compact_success_id(line);
+            let compact = compact_success_id(line, Verdict::Success);
             if compact.is_some() {
                 compact_hits += 1;
                 assert_eq!(
                     compact,
-                    any_layout_success_id(line),
+                    any_layout_success_id(line, Verdict::Success),
                     "{}",
                     String::from_utf8_lossy(line)
                 );
@@ -290,5 +314,36 @@ mod tests {
         }
         // The three compact successes without anything after the result.
         assert_eq!(compact_hits, 3);
+    }
+
+    #[test]
+    fn an_mcp_result_succeeds_unless_it_says_is_error_true() {
+        let ok: &[(&[u8], u64)] = &[
+            (
+                br#"{"jsonrpc":"2.0","id":4,"result":{"content":[{"type":"text","text":"hi"}],"isError":false}}"#,
+                4,
+            ),
+            (
+                br#"{"jsonrpc":"2.0","id":5,"result":{"content":[],"structuredContent":{"isError":true}}}"#,
+                5,
+            ),
+            (br#"{"id": 6, "jsonrpc": "2.0", "result": {"content": []}}"#, 6),
+        ];
+        for (line, id) in ok {
+            let text = String::from_utf8_lossy(line);
+            assert_eq!(success_id(line, Verdict::NotIsError), Some(*id), "{text}");
+            // An MCP result is not an Executa success, which needs `success: true`.
+            assert_eq!(success_id(line, Verdict::Success), None, "{text}");
+        }
+        for line in [
+            &br#"{"jsonrpc":"2.0","id":4,"result":{"content":[],"isError":true}}"#[..],
+            br#"{"jsonrpc":"2.0","id":4,"result":{"isError":false,"isError":false}}"#,
+            br#"{"jsonrpc":"2.0","id":4,"result":{"isError":"no"}}"#,
+            br#"{"jsonrpc":"2.0","id":4,"error":{"code":-32602,"message":"x"}}"#,
+            br#"{"jsonrpc":"2.0","id":4,"method":"ping"}"#,
+        ] {
+            let text = String::from_utf8_lossy(line);
+            assert_eq!(success_id(line, Verdict::NotIsError), None, "{text}");
+        }
     }
 }
