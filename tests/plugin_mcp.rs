@@ -236,3 +236,81 @@ fn sigterm_in_mcp_mode_exits_zero() {
     conn.sigterm();
     assert_eq!(conn.wait_exit().code(), Some(0), "{}", conn.stderr());
 }
+
+executa::args! {
+    struct Order {
+        /// Order id
+        id: String,
+        /// Lines
+        items: Vec<Line>,
+        /// How fast
+        speed: String = "normal",
+    }
+}
+
+executa::args! {
+    struct Line {
+        /// How many
+        qty: u32,
+    }
+}
+
+/// `Plugin::serve` (in-process) serves MCP too, and an `args!` type with nested objects,
+/// arrays and defaults reaches `tools/list` as JSON Schema.
+#[test]
+fn an_in_process_plugin_serves_mcp_with_nested_schemas() {
+    let plugin = executa::Plugin::new("orders", "1.2.3")
+        .description("Takes orders")
+        .tool(executa::Tool::typed(
+            "order",
+            "Places an order",
+            |o: Order, _ctx| {
+                let total: u32 = o.items.iter().map(|l| l.qty).sum();
+                Ok::<_, executa::ToolError>(json!({"id": o.id, "total": total, "speed": o.speed}))
+            },
+        ));
+    let mut conn = Conn::serve(plugin);
+    let reply = mcp_init(&mut conn, "2025-03-26");
+    assert_eq!(reply["protocolVersion"], "2025-03-26");
+    assert_eq!(
+        reply["serverInfo"],
+        json!({"name": "orders", "version": "1.2.3"})
+    );
+    assert_eq!(reply["instructions"], "Takes orders");
+    conn.request(1, "tools/list", Some(json!({})));
+    let list = conn.recv_until_id("1").0.result().clone();
+    let schema = &list["tools"][0]["inputSchema"];
+    assert_eq!(schema["required"], json!(["id", "items"]), "{schema}");
+    assert_eq!(schema["properties"]["speed"]["default"], "normal");
+    assert_eq!(
+        schema["properties"]["items"]["items"]["properties"]["qty"]["type"], "integer",
+        "{schema}"
+    );
+    assert_eq!(
+        schema["properties"]["items"]["items"]["required"],
+        json!(["qty"])
+    );
+    conn.send(
+        &json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
+        "name": "order", "arguments": {"id": "A1", "items": [{"qty": 2}, {"qty": "x"}]}}}),
+    );
+    let bad = conn.recv_until_id("2").0;
+    assert_eq!(bad.result()["isError"], true);
+    let text = bad.result()["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    assert!(text.contains("items[1].qty"), "{text}");
+    conn.send(
+        &json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {
+        "name": "order", "arguments": {"id": "A1", "items": [{"qty": 2}, {"qty": 3}]}}}),
+    );
+    let ok = conn.recv_until_id("3").0;
+    assert_eq!(
+        ok.result()["structuredContent"],
+        json!({"id": "A1", "total": 5, "speed": "normal"})
+    );
+    conn.close_stdin();
+    conn.drain_to_eof();
+    conn.wait_stopped();
+}
