@@ -141,6 +141,16 @@ const FAMILIES: &[Family] = &[
     },
 ];
 
+/// The reverse-call family `method` belongs to: its prefix, and the code and symbol of its
+/// refusals; `None` for a method of no family.
+#[cfg(feature = "mcp")]
+pub(crate) fn family(method: &str) -> Option<(&'static str, i64, &'static str)> {
+    FAMILIES
+        .iter()
+        .find(|f| method.starts_with(f.prefix))
+        .map(|f| (f.prefix, f.code, f.symbol))
+}
+
 /// Refuses a reverse call the host would refuse for a missing declaration or a v1
 /// session, with the host's code. `credentials/*` needs no capability string (a declared
 /// credential drives it) and methods this crate does not know are passed through.

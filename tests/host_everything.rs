@@ -25,6 +25,9 @@ fn everything() -> PluginCommand {
     let path = PATH.get_or_init(|| {
         let mut build = Command::new(env!("CARGO"));
         build.args(["build", "--quiet", "--example", "everything"]);
+        if cfg!(feature = "mcp") {
+            build.args(["--features", "mcp"]);
+        }
         if !cfg!(debug_assertions) {
             build.arg("--release");
         }

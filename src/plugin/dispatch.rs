@@ -172,6 +172,13 @@ impl Service {
                 let text = params
                     .and_then(|p| std::str::from_utf8(line.bytes(p)).ok())
                     .unwrap_or("null");
+                #[cfg(feature = "mcp")]
+                if let Some(reply) =
+                    super::mcp::initialize(&self.peer.session, text, &self.manifest_json)
+                {
+                    wire::write_result(frame, id, &reply);
+                    return self.send_reply(id, scratch);
+                }
                 let reply =
                     self.peer
                         .session
@@ -183,15 +190,27 @@ impl Service {
                 self.refuse_waiting(self.pool.restrict(Admission::Closed), None);
                 wire::write_result(frame, id, &Empty {});
             }
+            #[cfg(feature = "mcp")]
+            Method::ToolsList => {
+                let list = self.peer.mcp.tools_list(&self.manifest_json);
+                wire::write_response_to(frame, id, list);
+            }
+            #[cfg(feature = "mcp")]
+            Method::Ping => wire::write_result(frame, id, &Empty {}),
             Method::Other(name) => {
                 let error =
                     RpcError::new(codes::METHOD_NOT_FOUND, format!("method not found: {name}"));
                 wire::write_error_to(frame, id, &error);
             }
         }
-        // A reply of any kind stays within the payload cap (a request's own text is quoted
-        // short; a plugin's manifest or health report could still pass it).
-        self.cap(frame, id, false);
+        self.send_reply(id, scratch);
+    }
+
+    /// Sends the reply to a request other than an invoke, within the payload cap (a
+    /// request's own text is quoted short; a plugin's manifest or health report could
+    /// still pass it).
+    fn send_reply(&self, id: &[u8], scratch: &mut Scratch) {
+        self.cap(&mut scratch.frame, id, Reply::Other);
         self.pool.replying();
         scratch.replying = true;
         self.peer.out.send_buffer(&mut scratch.frame, self.more());
@@ -266,18 +285,24 @@ impl Service {
         frame.clear();
         let InvokeJob { line, id, parts } = job;
         let id = line.bytes(&id);
-        let ran = match parts {
+        let (ran, kind) = match parts {
             Ok(parts) => {
+                let kind = Reply::of(&parts);
                 self.run_tool(id, &line, parts, frame, &mut scratch.link);
-                true
+                (true, kind)
             }
             Err(error) => {
                 wire::write_error_to(frame, id, &error);
-                false
+                (false, Reply::Invoke)
             }
         };
         // Every reply counts against the platform's payload cap, failures included.
-        self.cap(frame, id, true);
+        self.cap(frame, id, kind);
+        // MCP: a request the client cancelled is not answered (the spec's SHOULD NOT).
+        #[cfg(feature = "mcp")]
+        if kind == Reply::Mcp && self.peer.mcp.take_cancelled(id) {
+            frame.clear();
+        }
         self.intake.recycle(line.into_buffer());
         Ok(ran)
     }
@@ -296,15 +321,34 @@ impl Service {
         let text = |span: Option<Range<usize>>| span.and_then(|s| all.get(s));
         let arguments = text(parts.arguments).unwrap_or("{}");
         let cached = link.take();
+        #[cfg(feature = "mcp")]
+        let mcp = parts.mcp;
+        #[cfg(feature = "mcp")]
+        let is_mcp = mcp.is_some();
+        #[cfg(not(feature = "mcp"))]
+        let is_mcp = false;
         let invocation = Invocation::new(
             tool.name.clone(),
             text(parts.context),
             parts.legacy,
-            |id, deadline| InvokeLink::renew(cached, id, deadline, &self.peer),
+            |id, deadline| {
+                InvokeLink::renew(
+                    cached,
+                    id,
+                    deadline,
+                    #[cfg(feature = "mcp")]
+                    mcp,
+                    &self.peer,
+                )
+            },
         );
         frame.extend_from_slice(b"{\"jsonrpc\":\"2.0\",\"id\":");
         frame.extend_from_slice(id);
-        frame.extend_from_slice(b",\"result\":{\"success\":true,\"data\":");
+        if is_mcp {
+            frame.extend_from_slice(b",\"result\":");
+        } else {
+            frame.extend_from_slice(b",\"result\":{\"success\":true,\"data\":");
+        }
         let data_at = frame.len();
         let outcome = catch_unwind(AssertUnwindSafe(|| {
             (tool.handler)(arguments, &tool.params, &invocation, frame)
@@ -312,6 +356,13 @@ impl Service {
         // The invoke ends here: its secrets are wiped and its handles refuse new calls.
         *link = Some(invocation.end());
         match outcome {
+            #[cfg(feature = "mcp")]
+            Ok(Ok(())) if is_mcp => super::mcp::finish(frame, data_at),
+            #[cfg(feature = "mcp")]
+            Ok(Err(e)) if is_mcp => {
+                frame.clear();
+                super::mcp::tool_error(frame, id, e.message(), e.details());
+            }
             Ok(Ok(())) => {
                 if frame.get(data_at) != Some(&b'{') {
                     frame.splice(data_at..data_at, b"{\"value\":".iter().copied());
@@ -357,9 +408,9 @@ impl Service {
     }
 
     /// Replaces a reply frame over the cap: an invoke's with a failure (`success:false`,
-    /// both sizes), any other's with a -32603 `RESULT_TOO_LARGE` error. One within the cap
-    /// is left as it is.
-    fn cap(&self, frame: &mut Vec<u8>, id: &[u8], invoke: bool) {
+    /// both sizes), an MCP call's with an `isError` result, any other's with a -32603
+    /// `RESULT_TOO_LARGE` error. One within the cap is left as it is.
+    fn cap(&self, frame: &mut Vec<u8>, id: &[u8], kind: Reply) {
         let (size, max) = (frame.len(), self.opts.max_result_bytes);
         if size <= max {
             return;
@@ -375,7 +426,11 @@ impl Service {
             "result too large: the response is {size} bytes, above the {max}-byte limit; \
              send large payloads through files/* or host/uploadFile"
         );
-        if !invoke {
+        #[cfg(feature = "mcp")]
+        if kind == Reply::Mcp {
+            return super::mcp::tool_error(frame, id, &error, None);
+        }
+        if kind == Reply::Other {
             let error = RpcError::with_code(codes::INTERNAL_ERROR, "RESULT_TOO_LARGE", error);
             wire::write_error_to(frame, id, &error);
             return;
@@ -401,6 +456,29 @@ impl Service {
         let mut frame = Vec::with_capacity(128);
         wire::write_error_to(&mut frame, id, error);
         self.peer.out.send(frame, self.more());
+    }
+}
+
+/// Which kind of request a reply answers, for the shape of its refusal when too large.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Reply {
+    /// An Executa `invoke`: a `success:false` envelope.
+    Invoke,
+    /// An MCP `tools/call`: an `isError` result.
+    #[cfg(feature = "mcp")]
+    Mcp,
+    /// Anything else: a JSON-RPC error.
+    Other,
+}
+
+impl Reply {
+    fn of(parts: &InvokeParts) -> Reply {
+        #[cfg(feature = "mcp")]
+        if parts.mcp.is_some() {
+            return Reply::Mcp;
+        }
+        let _ = parts;
+        Reply::Invoke
     }
 }
 

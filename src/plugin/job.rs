@@ -115,6 +115,12 @@ pub(crate) enum Method {
     Describe,
     Health,
     Shutdown,
+    /// MCP's `tools/list`.
+    #[cfg(feature = "mcp")]
+    ToolsList,
+    /// MCP's `ping`.
+    #[cfg(feature = "mcp")]
+    Ping,
     Other(String),
 }
 
@@ -125,6 +131,10 @@ impl Method {
             "health" => Method::Health,
             "initialize" => Method::Initialize,
             "shutdown" => Method::Shutdown,
+            #[cfg(feature = "mcp")]
+            "tools/list" => Method::ToolsList,
+            #[cfg(feature = "mcp")]
+            "ping" => Method::Ping,
             // Quoted short: only its error reply uses it, and a name may be most of a frame.
             other => Method::Other(elide(other, QUOTE_BYTES).into_owned()),
         }
@@ -171,6 +181,10 @@ pub(crate) struct InvokeParts {
     pub context: Option<Range<usize>>,
     /// Fields older hosts put beside `context` (rare, so boxed: a queued job stays small).
     pub legacy: Option<Box<LegacyFields>>,
+    /// Set for an MCP `tools/call`: its reply, progress and reverse calls take MCP's shapes.
+    /// (Boxed: a queued job stays small.)
+    #[cfg(feature = "mcp")]
+    pub mcp: Option<Box<super::mcp::Call>>,
 }
 
 /// `invoke` params as the host sends them.
@@ -183,6 +197,9 @@ struct InvokeParams<'a> {
     invoke_id: Option<Value>,
     sampling_token: Option<Token>,
     storage_token: Option<Token>,
+    /// MCP's `_meta` (`progressToken`).
+    #[cfg(feature = "mcp")]
+    meta: Option<&'a RawValue>,
 }
 
 impl<'de> Deserialize<'de> for InvokeParams<'de> {
@@ -216,6 +233,8 @@ impl<'de> Visitor<'de> for ParamsVisitor {
                 "invoke_id" => (8, "invoke_id"),
                 "sampling_token" => (16, "sampling_token"),
                 "storage_token" => (32, "storage_token"),
+                #[cfg(feature = "mcp")]
+                "_meta" => (64, "_meta"),
                 _ => {
                     map.next_value::<IgnoredAny>()?;
                     continue;
@@ -231,6 +250,8 @@ impl<'de> Visitor<'de> for ParamsVisitor {
                 4 => p.context = map.next_value()?,
                 8 => p.invoke_id = map.next_value()?,
                 16 => p.sampling_token = map.next_value()?,
+                #[cfg(feature = "mcp")]
+                64 => p.meta = map.next_value()?,
                 _ => p.storage_token = map.next_value()?,
             }
         }
@@ -260,12 +281,46 @@ impl InvokeParts {
         params: &str,
     ) -> Result<Result<InvokeParts, Box<RpcError>>, serde_json::Error> {
         let p = serde_json::from_str::<InvokeParams<'_>>(params)?;
+        Ok(InvokeParts::from_params(tools, line, p))
+    }
+
+    /// Reads the params of an MCP `tools/call` (`{name, arguments, _meta}`): as an invoke's,
+    /// flagged MCP, with MCP's codes (an unknown tool is -32602) and wording.
+    #[cfg(feature = "mcp")]
+    pub fn read_mcp(
+        tools: &[Tool],
+        line: &[u8],
+        params: Option<&str>,
+    ) -> Result<InvokeParts, Box<RpcError>> {
+        let read =
+            serde_json::from_str::<InvokeParams<'_>>(params.unwrap_or("null")).map_err(|e| {
+                let msg = format!("invalid tools/call params (expected {{name, arguments}}): {e}");
+                Box::new(RpcError::new(codes::INVALID_PARAMS, msg))
+            })?;
+        let call = super::mcp::Call::new(read.meta);
+        match InvokeParts::from_params(tools, line, read) {
+            Ok(mut parts) => {
+                parts.mcp = Some(Box::new(call));
+                Ok(parts)
+            }
+            Err(mut error) => {
+                error.code = codes::INVALID_PARAMS;
+                Err(error)
+            }
+        }
+    }
+
+    fn from_params(
+        tools: &[Tool],
+        line: &[u8],
+        p: InvokeParams<'_>,
+    ) -> Result<InvokeParts, Box<RpcError>> {
         // Plugins have a handful of tools, so a linear scan of short strings is as fast as
         // hashing and keeps the binary small.
         let Some(tool) = tools.iter().position(|t| t.spec.name == p.tool) else {
             let msg = format!("unknown tool: {}", &*elide(&p.tool, QUOTE_BYTES));
             let error = RpcError::with_code(codes::METHOD_NOT_FOUND, "TOOL_NOT_FOUND", msg);
-            return Ok(Err(Box::new(error)));
+            return Err(Box::new(error));
         };
         let span = |raw: Option<&RawValue>| raw.and_then(|r| span_of(line, r.get()));
         let mut legacy = None;
@@ -284,12 +339,14 @@ impl InvokeParts {
             }
             legacy = Some(Box::new(fields));
         }
-        Ok(Ok(InvokeParts {
+        Ok(InvokeParts {
             tool,
             arguments: span(p.arguments.filter(|a| a.get() != "null")),
             context: span(p.context),
             legacy,
-        }))
+            #[cfg(feature = "mcp")]
+            mcp: None,
+        })
     }
 
     /// Reads `params` (`None`: absent) as the full parse found them: its parts, or the

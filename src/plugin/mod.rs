@@ -8,6 +8,8 @@ pub(crate) mod events;
 mod health;
 mod intake;
 mod job;
+#[cfg(feature = "mcp")]
+mod mcp;
 mod options;
 mod output;
 mod pool;

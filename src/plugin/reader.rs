@@ -495,6 +495,17 @@ impl Reader {
     /// Reads a frame with the full parse.
     fn classify(&mut self, line: &[u8]) -> Parsed {
         Parsed::Job(match wire::parse(line) {
+            #[cfg(feature = "mcp")]
+            Message::Request {
+                id: None,
+                method,
+                params: Some(params),
+            } if method == "notifications/cancelled" => {
+                if let Some(id) = super::mcp::cancelled_id(params.get()) {
+                    self.svc.peer.mcp.cancel(&id);
+                }
+                return Parsed::Done;
+            }
             Message::Request {
                 id: None, method, ..
             } => {
@@ -515,6 +526,11 @@ impl Reader {
                     return Parsed::Done;
                 };
                 let params = params.map(|p| p.get());
+                #[cfg(feature = "mcp")]
+                if method == "tools/call" {
+                    let parts = InvokeParts::read_mcp(&self.svc.tools, line, params);
+                    return Parsed::Invoke(id, parts);
+                }
                 return if method == "invoke" {
                     let parts = InvokeParts::read_or_refuse(&self.svc.tools, line, params);
                     Parsed::Invoke(id, parts)

@@ -72,6 +72,8 @@ impl Service {
             relay: relay.clone(),
             session: Session::default(),
             capabilities: parts.capabilities,
+            #[cfg(feature = "mcp")]
+            mcp: Default::default(),
         });
         Service {
             name: parts.name,

@@ -30,6 +30,11 @@ pub struct Negotiated {
     pub max_tokens_per_call: Option<u64>,
     /// `capabilities.fileTransport`.
     pub file_transport: bool,
+    /// The MCP revision agreed (`2025-06-18`, ...) when the client is an MCP client (the
+    /// `mcp` feature); `None` for an Executa host. An MCP client's `capabilities` are in
+    /// `host_capabilities`.
+    #[cfg(feature = "mcp")]
+    pub mcp: Option<String>,
 }
 
 impl Negotiated {
@@ -46,6 +51,19 @@ pub(crate) struct Session(Mutex<Negotiated>);
 impl Session {
     fn lock(&self) -> std::sync::MutexGuard<'_, Negotiated> {
         crate::lock::lock(&self.0)
+    }
+
+    /// Records a session negotiated elsewhere (an MCP `initialize`).
+    #[cfg(feature = "mcp")]
+    pub fn set(&self, n: Negotiated) {
+        *self.lock() = n;
+    }
+
+    /// Whether the client is an MCP client that declared the `sampling` capability.
+    #[cfg(feature = "mcp")]
+    pub fn mcp_client_samples(&self) -> bool {
+        let n = self.lock();
+        n.mcp.is_some() && n.host_capabilities.contains_key("sampling")
     }
 
     /// A copy of everything negotiated.
@@ -90,6 +108,8 @@ impl Session {
                 .and_then(Value::as_bool)
                 == Some(true),
             host_capabilities: req.capabilities,
+            #[cfg(feature = "mcp")]
+            mcp: None,
         };
         log::debug!(
             "executa: negotiated {:?} with {:?}",

@@ -39,8 +39,14 @@ pub fn everything_bin() -> PathBuf {
 #[allow(dead_code)]
 pub fn example_bin(name: &str) -> PathBuf {
     let manifest_dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    let out = Command::new(env!("CARGO"))
-        .args(["build", "--quiet", "--example", name])
+    let mut build = Command::new(env!("CARGO"));
+    build.args(["build", "--quiet", "--example", name]);
+    // The examples as this test binary was built: with MCP serving when it has it, so
+    // that test binaries of one `cargo test` never rebuild each other's examples.
+    if cfg!(feature = "mcp") {
+        build.args(["--features", "mcp"]);
+    }
+    let out = build
         .current_dir(&manifest_dir)
         .stdin(Stdio::null())
         .output()

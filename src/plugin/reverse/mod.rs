@@ -48,6 +48,9 @@ pub(crate) struct Peer {
     pub session: Session,
     /// The manifest's `host_capabilities`.
     pub capabilities: Vec<String>,
+    /// What serving an MCP client needs kept (the `mcp` feature).
+    #[cfg(feature = "mcp")]
+    pub mcp: super::mcp::State,
 }
 
 /// What one invoke has used so far.
@@ -60,6 +63,9 @@ struct Usage {
     storage_calls: u64,
     progress_sent: VecDeque<Instant>,
     progress_dropped: u64,
+    /// The last `progress` value sent to an MCP client (it must increase).
+    #[cfg(feature = "mcp")]
+    mcp_progress: f64,
 }
 
 /// The shared state behind an [`InvokeHandle`]. It holds no secrets.
@@ -69,6 +75,9 @@ pub(crate) struct InvokeLink {
     pub ended: AtomicBool,
     usage: Mutex<Usage>,
     peer: Arc<Peer>,
+    /// Set when the invoke is an MCP `tools/call`.
+    #[cfg(feature = "mcp")]
+    mcp: Option<Box<super::mcp::Call>>,
 }
 
 impl InvokeLink {
@@ -79,6 +88,7 @@ impl InvokeLink {
         cached: Option<Arc<InvokeLink>>,
         invoke_id: Option<&str>,
         deadline: Option<SystemTime>,
+        #[cfg(feature = "mcp")] mcp: Option<Box<super::mcp::Call>>,
         peer: &Arc<Peer>,
     ) -> Arc<Self> {
         if let Some(mut link) = cached
@@ -92,6 +102,10 @@ impl InvokeLink {
                 (id, kept) => *kept = id.map(str::to_owned),
             }
             l.deadline = deadline;
+            #[cfg(feature = "mcp")]
+            {
+                l.mcp = mcp;
+            }
             *l.ended.get_mut() = false;
             let usage = l.usage.get_mut().unwrap_or_else(PoisonError::into_inner);
             let mut sent = std::mem::take(&mut usage.progress_sent);
@@ -108,6 +122,8 @@ impl InvokeLink {
             ended: AtomicBool::new(false),
             usage: Mutex::new(Usage::default()),
             peer: peer.clone(),
+            #[cfg(feature = "mcp")]
+            mcp,
         })
     }
 
@@ -259,12 +275,7 @@ impl InvokeHandle {
         wire::write_json(&mut body, params)?;
         let mut body = object_params(method, body)?;
         let peer = &self.0.peer;
-        gate(
-            method,
-            &peer.capabilities,
-            peer.session.reverse_rpc_allowed(),
-        )
-        .map_err(Error::Refused)?;
+        self.gate(method).map_err(Error::Refused)?;
         let wait = self.wait_for(method, timeout);
         if wait.is_zero() {
             return Err(Error::Timeout {
@@ -286,9 +297,29 @@ impl InvokeHandle {
         send_and_wait(peer, method, &body, wait)
     }
 
+    /// Refuses a call the host (or an MCP client) would refuse, before anything is sent.
+    fn gate(&self, method: &str) -> std::result::Result<(), RpcError> {
+        let peer = &self.0.peer;
+        #[cfg(feature = "mcp")]
+        if self.0.mcp.is_some() {
+            let samples = peer.session.mcp_client_samples();
+            return super::mcp::reverse_gate(method, &peer.capabilities, samples);
+        }
+        gate(
+            method,
+            &peer.capabilities,
+            peer.session.reverse_rpc_allowed(),
+        )
+    }
+
     /// Appends `context.invoke_id` and `_clientTimeoutS` to rendered params, an object
-    /// without either key (see `drop_stamped_keys`).
+    /// without either key (see `drop_stamped_keys`). An MCP client is sent the params as
+    /// they are: both keys are Executa's.
     fn stamp(&self, mut body: Vec<u8>, wait: Duration) -> Vec<u8> {
+        #[cfg(feature = "mcp")]
+        if self.0.mcp.is_some() {
+            return body;
+        }
         body.pop();
         let mut comma = body.len() > 1;
         if let Some(id) = &self.0.invoke_id {
@@ -332,6 +363,10 @@ impl InvokeHandle {
         if self.is_ended() || !self.0.peer.session.reverse_rpc_allowed() {
             return false;
         }
+        #[cfg(feature = "mcp")]
+        if let Some(call) = &self.0.mcp {
+            return self.mcp_progress(call, kind, data);
+        }
         let (Some(id), Ok(data)) = (&self.0.invoke_id, serde_json::to_value(data)) else {
             return false;
         };
@@ -345,6 +380,30 @@ impl InvokeHandle {
             return false;
         }
         self.0.peer.out.try_send(frame)
+    }
+
+    /// Progress to an MCP client: `notifications/progress` with the call's `progressToken`
+    /// (none given: nothing is sent), within the same limits as Executa's events.
+    #[cfg(feature = "mcp")]
+    fn mcp_progress<D: Serialize + ?Sized>(
+        &self,
+        call: &super::mcp::Call,
+        kind: &str,
+        data: &D,
+    ) -> bool {
+        let (Some(token), Ok(data)) = (&call.progress_token, serde_json::to_value(data)) else {
+            return false;
+        };
+        if !self.take_progress_slot() {
+            return false;
+        }
+        let params = {
+            let mut usage = self.0.usage();
+            super::mcp::progress_params(token, kind, &data, &mut usage.mcp_progress)
+        };
+        let mut frame = Vec::with_capacity(params.len() + 64);
+        wire::write_request_raw(&mut frame, None, "notifications/progress", &params);
+        frame.len() <= MAX_PROGRESS_BYTES && self.0.peer.out.try_send(frame)
     }
 
     /// Admits at most `MAX_PROGRESS_PER_SECOND` events in any one-second window.

@@ -1,0 +1,217 @@
+//! Serving MCP clients (the cargo feature `mcp`): the Model Context Protocol over stdio is
+//! the same line-delimited JSON-RPC 2.0 as Executa's, so the same runtime serves it. An
+//! `initialize` whose `protocolVersion` is a date makes the session an MCP one
+//! (`session.rs` records the revision); `tools/list` is the manifest's tools with JSON
+//! Schema (`schema.rs`); `tools/call` travels the invoke path, flagged, and only its reply,
+//! its progress and its reverse calls take MCP's shapes (`call.rs`). Nothing here runs for
+//! an Executa host.
+
+mod call;
+mod schema;
+
+pub(crate) use call::{Call, finish, progress_params, reverse_gate, tool_error};
+
+use std::collections::VecDeque;
+use std::sync::{Mutex, OnceLock};
+
+use serde::Deserialize;
+use serde_json::value::RawValue;
+use serde_json::{Map, Value, json};
+
+use super::session::{Negotiated, Session};
+
+/// The MCP revisions served, oldest first: a client offering one of them gets it back,
+/// any other date gets the newest (the client then decides whether it can go on).
+pub(crate) const REVISIONS: [&str; 4] = ["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"];
+
+/// How many cancelled request ids are remembered: a cancellation for a request answered
+/// long ago is never matched, so the list is bounded and the oldest forgotten.
+const CANCELLED_KEPT: usize = 64;
+
+/// MCP state of the connection, beside the peer.
+#[derive(Default)]
+pub(crate) struct State {
+    /// The `tools/list` result, made on first request from the manifest.
+    tools: OnceLock<Box<RawValue>>,
+    /// Ids (raw JSON text) of requests the client cancelled and that were not answered yet.
+    cancelled: Mutex<VecDeque<Box<str>>>,
+}
+
+impl State {
+    /// Records `notifications/cancelled`: the reply to `request_id` (raw JSON) is not sent.
+    pub fn cancel(&self, request_id: &str) {
+        let mut list = crate::lock::lock(&self.cancelled);
+        if list.len() == CANCELLED_KEPT {
+            list.pop_front();
+        }
+        list.push_back(request_id.into());
+    }
+
+    /// Whether the request `id` (raw JSON text) was cancelled; forgets it.
+    pub fn take_cancelled(&self, id: &[u8]) -> bool {
+        let mut list = crate::lock::lock(&self.cancelled);
+        match list.iter().position(|c| c.as_bytes() == id) {
+            Some(at) => {
+                list.remove(at);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// The `tools/list` result: every tool with its `inputSchema`, one page.
+    pub fn tools_list(&self, manifest_json: &RawValue) -> &RawValue {
+        self.tools.get_or_init(|| {
+            let manifest: Value = serde_json::from_str(manifest_json.get()).unwrap_or_default();
+            let empty = Vec::new();
+            let tools = manifest
+                .get("tools")
+                .and_then(Value::as_array)
+                .unwrap_or(&empty);
+            let list: Vec<Value> = tools.iter().map(tool_entry).collect();
+            let text = json!({ "tools": list }).to_string();
+            RawValue::from_string(text).unwrap_or_else(|_| empty_list())
+        })
+    }
+}
+
+fn empty_list() -> Box<RawValue> {
+    RawValue::from_string(r#"{"tools":[]}"#.to_owned()).unwrap_or_else(|_| Box::default())
+}
+
+/// One manifest tool as MCP lists it.
+fn tool_entry(tool: &Value) -> Value {
+    let mut m = Map::new();
+    for key in ["name", "description"] {
+        if let Some(v) = tool.get(key) {
+            m.insert(key.into(), v.clone());
+        }
+    }
+    let parameters = tool.get("parameters").unwrap_or(&Value::Null);
+    m.insert("inputSchema".into(), schema::input_schema(parameters));
+    Value::Object(m)
+}
+
+/// Whether `v` looks like an MCP revision, `YYYY-MM-DD`; Executa's are "2.0" and "1.1".
+pub(crate) fn is_dated(v: &str) -> bool {
+    let b = v.as_bytes();
+    b.len() == 10
+        && b.iter().enumerate().all(|(i, c)| {
+            if i == 4 || i == 7 {
+                *c == b'-'
+            } else {
+                c.is_ascii_digit()
+            }
+        })
+}
+
+/// Answers an MCP `initialize` (its params text): `None` when its `protocolVersion` is not
+/// a date, i.e. the client is an Executa host. Records the session as MCP, with the
+/// client's capabilities (`sampling` among them).
+pub(crate) fn initialize(
+    session: &Session,
+    params: &str,
+    manifest_json: &RawValue,
+) -> Option<Value> {
+    #[derive(Deserialize)]
+    struct Init {
+        #[serde(rename = "protocolVersion")]
+        protocol_version: String,
+        #[serde(default)]
+        capabilities: Value,
+        #[serde(default, rename = "clientInfo")]
+        client_info: Value,
+    }
+    let init = serde_json::from_str::<Init>(params).ok()?;
+    if !is_dated(&init.protocol_version) {
+        return None;
+    }
+    let offered = init.protocol_version.as_str();
+    let revision = REVISIONS
+        .iter()
+        .find(|r| **r == offered)
+        .unwrap_or(&REVISIONS[REVISIONS.len() - 1]);
+    let client_name = init.client_info.get("name").and_then(Value::as_str);
+    log::debug!("executa: MCP session, revision {revision}, client {client_name:?}");
+    session.set(Negotiated {
+        client_name: client_name.map(str::to_owned),
+        host_capabilities: match init.capabilities {
+            Value::Object(m) => m,
+            _ => Map::new(),
+        },
+        mcp: Some((*revision).to_owned()),
+        ..Negotiated::default()
+    });
+    let manifest: Value = serde_json::from_str(manifest_json.get()).unwrap_or_default();
+    let field = |k: &str| manifest.get(k).cloned().unwrap_or(Value::Null);
+    let mut info = Map::new();
+    info.insert("name".into(), field("name"));
+    info.insert("version".into(), field("version"));
+    if let Some(title) = manifest.get("display_name").filter(|t| t.is_string()) {
+        info.insert("title".into(), title.clone());
+    }
+    let mut reply = Map::new();
+    reply.insert("protocolVersion".into(), Value::from(*revision));
+    reply.insert(
+        "capabilities".into(),
+        json!({ "tools": { "listChanged": false } }),
+    );
+    reply.insert("serverInfo".into(), Value::Object(info));
+    if let Some(text) = manifest
+        .get("description")
+        .filter(|d| d.as_str().is_some_and(|s| !s.is_empty()))
+    {
+        reply.insert("instructions".into(), text.clone());
+    }
+    Some(Value::Object(reply))
+}
+
+/// The `requestId` of a `notifications/cancelled` (its params text), as raw JSON text.
+pub(crate) fn cancelled_id(params: &str) -> Option<Box<str>> {
+    #[derive(Deserialize)]
+    struct Cancelled<'a> {
+        #[serde(rename = "requestId", borrow)]
+        request_id: &'a RawValue,
+    }
+    let c = serde_json::from_str::<Cancelled<'_>>(params).ok()?;
+    Some(c.request_id.get().into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dates_are_mcp_revisions_and_executa_versions_are_not() {
+        for v in REVISIONS {
+            assert!(is_dated(v));
+        }
+        assert!(is_dated("2026-07-28"));
+        for v in [
+            "2.0",
+            "1.1",
+            "2",
+            "",
+            "2025-6-18",
+            "2025-06-18x",
+            "20250618xx",
+            "2025_06_18",
+        ] {
+            assert!(!is_dated(v), "{v}");
+        }
+    }
+
+    #[test]
+    fn cancelled_ids_are_bounded_and_taken_once() {
+        let state = State::default();
+        state.cancel("7");
+        state.cancel("\"a\"");
+        assert!(state.take_cancelled(b"\"a\""));
+        assert!(!state.take_cancelled(b"\"a\""));
+        for i in 0..CANCELLED_KEPT {
+            state.cancel(&format!("{}", 100 + i));
+        }
+        assert!(!state.take_cancelled(b"7"), "the oldest is forgotten");
+        assert!(state.take_cancelled(b"100"));
+    }
+}
