@@ -124,20 +124,19 @@ impl Summary {
     /// This plugin's figures against `first`'s.
     pub fn print_ratios(&self, first: &Summary) {
         let cpu = match (self.plugin_cpu, first.plugin_cpu) {
-            (Some(a), Some(b)) => format!(
-                "   cpu/request {:.2}x",
-                a.as_secs_f64() / b.as_secs_f64().max(1e-12)
-            ),
+            (Some(a), Some(b)) => {
+                format!("   cpu/request {}", ratio(a.as_secs_f64(), b.as_secs_f64()))
+            }
             _ => String::new(),
         };
         let memory = match (self.memory_kb, first.memory_kb) {
-            (Some(a), Some(b)) => format!("   RSS {:.2}x", a.0 as f64 / (b.0 as f64).max(1.0)),
+            (Some(a), Some(b)) => format!("   RSS {}", ratio(a.0 as f64, b.0 as f64)),
             _ => String::new(),
         };
         println!(
-            "vs first    p50 {:.2}x   throughput {:.2}x{cpu}{memory}",
-            self.p50.as_secs_f64() / first.p50.as_secs_f64().max(1e-12),
-            self.rate / first.rate.max(1e-12)
+            "vs first    p50 {}   throughput {}{cpu}{memory}",
+            ratio(self.p50.as_secs_f64(), first.p50.as_secs_f64()),
+            ratio(self.rate, first.rate)
         );
     }
 }
@@ -148,6 +147,17 @@ fn fmt(d: Duration) -> String {
         format!("{us:.1} µs")
     } else {
         format!("{:.2} ms", us / 1000.0)
+    }
+}
+
+/// `a / b` with two decimals, or four below 0.1 (a Python server
+/// moves a small fraction of a Rust plugin's requests).
+fn ratio(a: f64, b: f64) -> String {
+    let r = a / b.max(1e-12);
+    if r < 0.1 {
+        format!("{r:.4}x")
+    } else {
+        format!("{r:.2}x")
     }
 }
 
