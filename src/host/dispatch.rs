@@ -94,6 +94,18 @@ impl Handlers {
         }
     }
 
+    /// Answers `call` as a `Value` (a closure's, else the first service's that handles
+    /// it): for an answer that is reshaped before it is sent (an MCP server's sampling).
+    pub(super) fn call_value(&self, call: &ReverseCall) -> Result<Value, RpcError> {
+        if let Some(f) = self.methods.get(&call.method) {
+            return f(call);
+        }
+        match self.services.iter().find(|s| s.handles(&call.method)) {
+            Some(s) => s.call(call),
+            None => Err(no_handler(&call.method)),
+        }
+    }
+
     /// Whether `method` is answered by a quick service (not a closure, whose cost nobody
     /// declared).
     fn is_quick(&self, method: &str) -> bool {
@@ -106,7 +118,7 @@ impl Handlers {
     }
 
     /// Whether a closure or a service answers `method`.
-    fn handles(&self, method: &str) -> bool {
+    pub(super) fn handles(&self, method: &str) -> bool {
         self.methods.contains_key(method) || self.services.iter().any(|s| s.handles(method))
     }
 }
@@ -242,7 +254,7 @@ impl Dispatcher {
         };
         let active = invoke_id
             .as_ref()
-            .is_some_and(|id| lock(&shared.invokes).contains(id));
+            .is_some_and(|id| shared.invoke_active(id));
         let event = Progress {
             invoke_id,
             kind: kind.to_owned(),
@@ -250,15 +262,43 @@ impl Dispatcher {
             active,
             plugin: shared.label.clone(),
         };
-        if events.try_send(EventMsg::Progress(event)).is_err()
-            && log::log_enabled!(log::Level::Debug)
-            && PROGRESS_DROPPED.allow()
-        {
-            log::debug!(
-                "[plugin:{}] progress event dropped (queue full)",
-                shared.label
+        deliver(events, shared, event);
+    }
+
+    /// Queues an MCP server's `notifications/progress` as a progress event, as
+    /// [`Dispatcher::progress`] does an Executa plugin's.
+    pub(crate) fn progress_mcp(&self, shared: &Shared, params: Option<&RawValue>) {
+        if let Some(events) = &self.events {
+            deliver(
+                events,
+                shared,
+                super::mcp_reverse::progress_event(shared, params),
             );
         }
+    }
+
+    /// Whether a progress callback is set (an MCP `tools/call` then asks for progress).
+    pub(crate) fn has_progress(&self) -> bool {
+        self.events.is_some()
+    }
+
+    /// Whether a closure or a service answers `method`; a service that panics there
+    /// answers nothing.
+    pub(crate) fn handles(&self, method: &str) -> bool {
+        catch_unwind(AssertUnwindSafe(|| self.handlers.handles(method))).unwrap_or(false)
+    }
+}
+
+/// Queues an event without blocking; dropped (and logged, limited) when the queue is full.
+fn deliver(events: &Sender<EventMsg>, shared: &Shared, event: Progress) {
+    if events.try_send(EventMsg::Progress(event)).is_err()
+        && log::log_enabled!(log::Level::Debug)
+        && PROGRESS_DROPPED.allow()
+    {
+        log::debug!(
+            "[plugin:{}] progress event dropped (queue full)",
+            shared.label
+        );
     }
 }
 
@@ -340,6 +380,9 @@ fn answer(handlers: &Handlers, job: &Job) -> Vec<u8> {
 
 /// The gates, the routing and the handler for one call, its result written into `out`.
 fn handle(handlers: &Handlers, job: &Job, out: &mut Vec<u8>) -> Result<(), RpcError> {
+    if job.shared.is_mcp() {
+        return super::mcp_reverse::handle(handlers, job, out);
+    }
     let params: Value = job
         .params
         .as_ref()
