@@ -18,6 +18,7 @@ use crossbeam_channel::{Receiver, Sender, bounded};
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
+use super::mcp_reverse::{self, SAMPLING};
 use super::options::HostOptions;
 use super::service::{HandlerFn, Progress, ProgressFn, ResultWriter, ReverseCall, Service};
 use super::shared::Shared;
@@ -96,7 +97,7 @@ impl Handlers {
 
     /// Answers `call` as a `Value` (a closure's, else the first service's that handles
     /// it): for an answer that is reshaped before it is sent (an MCP server's sampling).
-    pub(super) fn call_value(&self, call: &ReverseCall) -> Result<Value, RpcError> {
+    fn call_value(&self, call: &ReverseCall) -> Result<Value, RpcError> {
         if let Some(f) = self.methods.get(&call.method) {
             return f(call);
         }
@@ -118,7 +119,7 @@ impl Handlers {
     }
 
     /// Whether a closure or a service answers `method`.
-    pub(super) fn handles(&self, method: &str) -> bool {
+    fn handles(&self, method: &str) -> bool {
         self.methods.contains_key(method) || self.services.iter().any(|s| s.handles(method))
     }
 }
@@ -381,7 +382,7 @@ fn answer(handlers: &Handlers, job: &Job) -> Vec<u8> {
 /// The gates, the routing and the handler for one call, its result written into `out`.
 fn handle(handlers: &Handlers, job: &Job, out: &mut Vec<u8>) -> Result<(), RpcError> {
     if job.shared.is_mcp() {
-        return super::mcp_reverse::handle(handlers, job, out);
+        return handle_mcp(handlers, job, out);
     }
     let params: Value = job
         .params
@@ -396,6 +397,22 @@ fn handle(handlers: &Handlers, job: &Job, out: &mut Vec<u8>) -> Result<(), RpcEr
         job.shared.record_refusal(&job.method, refusal);
     }
     handlers.call_into(&prepared?, out)
+}
+
+/// An MCP server's request: `ping` is answered `{}`, `sampling/createMessage` by the
+/// sampling handler (the shapes mapped both ways by `mcp_reverse`), anything else -32601.
+/// The Executa gates and invoke routing do not apply: MCP requests carry no context.
+fn handle_mcp(handlers: &Handlers, job: &Job, out: &mut Vec<u8>) -> Result<(), RpcError> {
+    match job.method.as_str() {
+        "ping" => out.extend_from_slice(b"{}"),
+        SAMPLING if handlers.handles(SAMPLING) => {
+            let call = mcp_reverse::sampling_call(&job.shared, job.params.as_deref(), &job.id);
+            let answer = mcp_reverse::sampling_result(&handlers.call_value(&call)?)?;
+            wire::serialize_into(out, &answer);
+        }
+        method => return Err(mcp_reverse::not_served(method)),
+    }
+    Ok(())
 }
 
 fn panic_text(p: &(dyn std::any::Any + Send)) -> String {

@@ -1,54 +1,44 @@
 //! What an MCP server sends its host unasked, read into the host's own vocabulary: its
-//! requests (`sampling/createMessage` answered by the host's sampling handler, `ping`
-//! answered `{}`, anything else -32601) and its `notifications/progress` (the host's
-//! [`Progress`] events). The requests arrive and are answered exactly as an Executa
+//! `sampling/createMessage` as the [`ReverseCall`] the host's sampling handler reads and
+//! the handler's answer as the MCP result, and its `notifications/progress` as the host's
+//! [`Progress`] events. The requests arrive and are answered exactly as an Executa
 //! plugin's reverse calls are (`reader.rs`, `dispatch.rs`: bounded queue, worker pool, one
-//! answer each); only the method table and the shapes differ. The Executa gates and
-//! invoke routing do not apply: MCP requests carry no invoke context.
+//! answer each); only the method table (`dispatch.rs`) and the shapes (here) differ.
 
 use serde_json::value::RawValue;
 use serde_json::{Map, Value, json};
 
-use super::dispatch::{Handlers, Job};
 use super::service::{Progress, ReverseCall};
 use super::shared::Shared;
 use crate::error::{RpcError, codes};
+use crate::id::Id;
 use crate::lock::lock;
-use crate::wire;
 
 /// The one reverse method the two protocols share.
 pub(crate) const SAMPLING: &str = "sampling/createMessage";
 
-/// Answers one request from an MCP server, writing its result's JSON into `out`.
-pub(super) fn handle(handlers: &Handlers, job: &Job, out: &mut Vec<u8>) -> Result<(), RpcError> {
-    match job.method.as_str() {
-        "ping" => {
-            out.extend_from_slice(b"{}");
-            Ok(())
-        }
-        SAMPLING if handlers.handles(SAMPLING) => {
-            let params: Value = job
-                .params
-                .as_ref()
-                .and_then(|p| serde_json::from_str(p.get()).ok())
-                .unwrap_or(Value::Null);
-            let call = ReverseCall {
-                method: SAMPLING.to_owned(),
-                params: to_executa(params),
-                invoke_id: sole_invoke(&job.shared),
-                client_timeout: None,
-                id: job.id.clone(),
-            };
-            let answer = from_executa(&handlers.call_value(&call)?)?;
-            wire::serialize_into(out, &answer);
-            Ok(())
-        }
-        method => Err(RpcError::with_code(
-            codes::METHOD_NOT_FOUND,
-            "METHOD_NOT_FOUND",
-            format!("the host does not serve the MCP method `{method}`"),
-        )),
+/// The handler's view of an MCP `sampling/createMessage`: the params in the Executa
+/// shape (see [`to_executa`]) and the invoke it belongs to, when only one is in flight.
+pub(super) fn sampling_call(shared: &Shared, params: Option<&RawValue>, id: &Id) -> ReverseCall {
+    let params: Value = params
+        .and_then(|p| serde_json::from_str(p.get()).ok())
+        .unwrap_or(Value::Null);
+    ReverseCall {
+        method: SAMPLING.to_owned(),
+        params: to_executa(params),
+        invoke_id: sole_invoke(shared),
+        client_timeout: None,
+        id: id.clone(),
     }
+}
+
+/// The answer to an MCP request the host does not serve (-32601).
+pub(super) fn not_served(method: &str) -> RpcError {
+    RpcError::with_code(
+        codes::METHOD_NOT_FOUND,
+        "METHOD_NOT_FOUND",
+        format!("the host does not serve the MCP method `{method}`"),
+    )
 }
 
 /// The invoke a request belongs to, when only one is in flight (an MCP request does not
@@ -96,7 +86,7 @@ fn joined_text(blocks: &[Value]) -> Option<String> {
 /// A sampling handler's answer (the Executa result shape) as the MCP result:
 /// `{role, content: {type: "text", text}, model, stopReason?}`; the Executa extras
 /// (`usage`, `_meta`) stay home. An answer without text is -32603.
-fn from_executa(answer: &Value) -> Result<Value, RpcError> {
+pub(super) fn sampling_result(answer: &Value) -> Result<Value, RpcError> {
     let content = answer.get("content");
     let text = content
         .and_then(|c| c.get("text"))
@@ -190,16 +180,16 @@ mod tests {
             "model": "m", "stopReason": "endTurn", "usage": {"totalTokens": 3},
         });
         assert_eq!(
-            from_executa(&answer).expect("text"),
+            sampling_result(&answer).expect("text"),
             json!({"role": "assistant", "content": {"type": "text", "text": "hi"},
                    "model": "m", "stopReason": "endTurn"})
         );
-        let bare = from_executa(&json!({"content": [{"type": "text", "text": "x"}]}));
+        let bare = sampling_result(&json!({"content": [{"type": "text", "text": "x"}]}));
         assert_eq!(
             bare.expect("text"),
             json!({"role": "assistant", "content": {"type": "text", "text": "x"}, "model": "unknown"})
         );
-        let e = from_executa(&json!({"content": {"type": "image"}})).expect_err("no text");
+        let e = sampling_result(&json!({"content": {"type": "image"}})).expect_err("no text");
         assert_eq!(e.code, codes::INTERNAL_ERROR);
     }
 }

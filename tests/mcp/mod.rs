@@ -16,7 +16,9 @@ pub fn sdk_python() -> Option<PathBuf> {
         .get_or_init(|| {
             let has_python = Command::new("python3").arg("--version").output().is_ok();
             if !has_python {
-                eprintln!("SKIPPED: python3 is not installed, so the MCP Python SDK tests cannot run");
+                eprintln!(
+                    "SKIPPED: python3 is not installed, so the MCP Python SDK tests cannot run"
+                );
                 return None;
             }
             let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/mcp/venv.sh");
