@@ -24,6 +24,11 @@ fn sdk_server(python: &PathBuf) -> PluginCommand {
     PluginCommand::new(python).args(["-W", "ignore", script])
 }
 
+/// A supervised host on the SDK server.
+fn sdk_host(python: &PathBuf, protocol: Protocol, handlers: Handlers) -> Host {
+    Host::start(sdk_server(python), with(protocol), handlers).expect("the SDK server starts")
+}
+
 fn scripted_server(python: &PathBuf, mode: &str) -> PluginCommand {
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/mcp/scripted_server.py");
     PluginCommand::new(python).args([script, mode])
@@ -45,8 +50,7 @@ fn the_sdk_servers_tools_become_the_manifest() {
     let Some(python) = mcp::sdk_python() else {
         return;
     };
-    let host = Host::start(sdk_server(&python), with(Protocol::Mcp), Handlers::new())
-        .expect("the SDK server starts");
+    let host = sdk_host(&python, Protocol::Mcp, Handlers::new());
     let shake = host.handshake().expect("up");
     assert_eq!(shake.mcp_revision.as_deref(), Some("2025-11-25"));
     assert_eq!(shake.version_str(), "mcp");
@@ -90,8 +94,7 @@ fn tool_results_map_to_the_invoke_envelope() {
     let Some(python) = mcp::sdk_python() else {
         return;
     };
-    let host = Host::start(sdk_server(&python), with(Protocol::Mcp), Handlers::new())
-        .expect("the SDK server starts");
+    let host = sdk_host(&python, Protocol::Mcp, Handlers::new());
     let sum = host
         .invoke("add", &json!({"numbers": [1, 2, 3], "offset": 4}))
         .expect("an answer");
@@ -139,10 +142,7 @@ fn many_calls_in_flight_get_one_answer_each() {
     let Some(python) = mcp::sdk_python() else {
         return;
     };
-    let host = Arc::new(
-        Host::start(sdk_server(&python), with(Protocol::Mcp), Handlers::new())
-            .expect("the SDK server starts"),
-    );
+    let host = Arc::new(sdk_host(&python, Protocol::Mcp, Handlers::new()));
     let workers: Vec<_> = (0..8)
         .map(|i| {
             let host = host.clone();
@@ -188,8 +188,7 @@ fn sampling_from_the_server_is_answered_by_the_hosts_handler() {
             "usage": {"inputTokens": 1, "outputTokens": 2, "totalTokens": 3},
         }))
     });
-    let host = Host::start(sdk_server(&python), with(Protocol::Mcp), handlers)
-        .expect("the SDK server starts");
+    let host = sdk_host(&python, Protocol::Mcp, handlers);
     let r = host
         .invoke("ask", &json!({"question": "why?"}))
         .expect("an answer");
@@ -220,8 +219,7 @@ fn progress_notifications_reach_the_progress_callback() {
             events.push(p.clone());
         }
     });
-    let host = Host::start(sdk_server(&python), with(Protocol::Mcp), handlers)
-        .expect("the SDK server starts");
+    let host = sdk_host(&python, Protocol::Mcp, handlers);
     let r = host
         .invoke("slow", &json!({"steps": 3}))
         .expect("an answer");
@@ -248,8 +246,7 @@ fn auto_finds_the_sdk_server_and_still_drives_executa_plugins() {
     let Some(python) = mcp::sdk_python() else {
         return;
     };
-    let host = Host::start(sdk_server(&python), with(Protocol::Auto), Handlers::new())
-        .expect("the SDK server starts");
+    let host = sdk_host(&python, Protocol::Auto, Handlers::new());
     let shake = host.handshake().expect("up");
     assert_eq!(
         shake.mcp_revision.as_deref(),
