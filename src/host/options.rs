@@ -72,9 +72,12 @@ pub struct HostOptions {
     pub stderr_tail_lines: usize,
     /// Refuse reverse calls as the Agent does: everything in a 1.1 session, `sampling/*`
     /// without `llm.sample` (-32008), `storage/*`/`files/*` without `aps.*` (-32021).
+    /// Not applied to an MCP server, whose requests are those of [`Protocol::Mcp`].
     pub gate_reverse_calls: bool,
     /// Route reverse calls by `params.context.invoke_id` as the Agent does: an unknown or
     /// finished id, or a missing one while several invokes run, is refused with -32602.
+    /// Not applied to an MCP server: its requests carry no invoke id, so a sampling call
+    /// is given the invoke in flight when there is only one, else none.
     pub strict_invoke_context: bool,
     /// Mint placeholder `sampling_token` / `storage_token` values for v2 invokes whose
     /// manifest declares the matching capability and whose caller gave none (for local
