@@ -65,7 +65,9 @@ fn the_python_sdk_lists_and_calls_the_reference_plugins_tools() {
     let in_flight = r["in_flight"].as_array().expect("20 results");
     assert_eq!(in_flight.len(), 20);
     for one in in_flight {
-        assert_eq!(one["structured"], json!({"slept_ms": 200}), "{one}");
+        // The tool reports the time it really slept.
+        let slept = one["structured"]["slept_ms"].as_u64().unwrap_or(0);
+        assert!(one["is_error"] == false && slept >= 200, "{one}");
     }
     // Sampling through the client's callback.
     assert_eq!(
@@ -169,7 +171,11 @@ fn a_cancelled_call_gets_no_reply_and_the_plugin_goes_on() {
     // Started later and longer: its reply comes after the one 5 would have had.
     conn.send(&call(6, 1500));
     let (six, before) = conn.recv_until_id("6");
-    assert_eq!(six.result()["structuredContent"], json!({"slept_ms": 1500}));
+    assert!(
+        six.result()["structuredContent"]["slept_ms"].as_u64() >= Some(1500),
+        "{}",
+        six.raw
+    );
     assert!(
         before.iter().all(|m| m.raw_id().as_deref() != Some("5")),
         "a cancelled call was answered: {:?}",
@@ -313,4 +319,35 @@ fn an_in_process_plugin_serves_mcp_with_nested_schemas() {
     conn.close_stdin();
     conn.drain_to_eof();
     conn.wait_stopped();
+}
+
+/// Both sides ours: `executa call --protocol mcp` drives `everything` served as MCP, its
+/// sampling answered by the host's development backend in MCP's shape, storage refused.
+#[test]
+fn the_executa_host_drives_the_plugin_served_as_mcp() {
+    let call = |tool: &str, args: &str| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_executa"))
+            .args(["call", "--protocol", "mcp", "--args", args, tool, "--"])
+            .arg(everything())
+            .output()
+            .expect("run executa call");
+        let stdout: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
+        (
+            out.status.code(),
+            stdout,
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (code, out, err) = call("sample", r#"{"prompt":"hi"}"#);
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(out["structuredContent"]["text"], "hi", "{out}");
+    let (code, out, err) = call("remember", r#"{"key":"k","value":{"v":1}}"#);
+    assert_eq!(code, Some(1), "{out} {err}");
+    assert_eq!(out["isError"], true, "{out}");
+    assert!(
+        out["content"][0]["text"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("no counterpart in MCP")
+    );
 }

@@ -11,6 +11,9 @@ use serde_json::json;
 use serde_json::value::RawValue;
 
 use super::context::{Context, InvokeOptions, InvokeParams, SecretMap, deadline_ms, new_invoke_id};
+use super::mcp::{self, is_dated};
+use super::mcp_manifest;
+use super::options::Protocol;
 use super::pending::Reply;
 use super::process::PluginProcess;
 use super::shared::{INITIALIZE_ID, Shared};
@@ -23,12 +26,44 @@ use crate::protocol::ProtocolVersion;
 use crate::wire;
 
 impl PluginProcess {
-    /// Runs the v2 handshake with the Agent's request shape, waiting at most
-    /// [`HostOptions::initialize_timeout`](super::HostOptions::initialize_timeout). A timeout, -32601, any other error frame or an
-    /// unreadable answer silently gives a 1.1 session, with the reason recorded in
-    /// [`Handshake::fallback`]. Fails only when the process is gone
+    /// Runs the handshake of [`HostOptions::protocol`](super::HostOptions::protocol),
+    /// waiting at most [`HostOptions::initialize_timeout`](super::HostOptions::initialize_timeout)
+    /// (twice that when [`Protocol::Auto`] initializes again in MCP form).
+    ///
+    /// Executa (and Auto before it finds an MCP server): the v2 handshake with the
+    /// Agent's request shape. A timeout, -32601, any other error frame or an unreadable
+    /// answer silently gives a 1.1 session, with the reason recorded in
+    /// [`Handshake::fallback`]; it fails only when the process is gone
     /// ([`Error::Disconnected`]) or the request cannot be written.
+    ///
+    /// MCP (chosen, or found by Auto): the MCP `initialize`, then
+    /// `notifications/initialized`; [`Handshake::mcp_revision`] says which revision. Any
+    /// failure, a revision the host does not speak included, is an error.
     pub fn initialize(&self) -> Result<Handshake> {
+        // Id 0 as the Agent sends it; a second initialize (never sent by the host itself)
+        // takes a fresh id so that ids stay unique.
+        let id = if self.shared.initialize_sent.swap(true, Ordering::AcqRel) {
+            self.shared.fresh_id()
+        } else {
+            INITIALIZE_ID
+        };
+        let start = Instant::now();
+        let negotiated = match self.shared.opts.protocol {
+            Protocol::Mcp => self.initialize_mcp(id, start)?,
+            Protocol::Executa => self.initialize_executa(id, start, false)?,
+            Protocol::Auto => self.initialize_executa(id, start, true)?,
+        };
+        if let Some(why) = &negotiated.fallback {
+            log::debug!("[plugin:{}] protocol 1.1: {why}", self.shared.label);
+        }
+        *lock(&self.shared.negotiated) = Some(negotiated.clone());
+        Ok(negotiated)
+    }
+
+    /// The Executa `initialize` under `id`; with `detect` ([`Protocol::Auto`]) an MCP
+    /// server is recognised by its answer (a dated `protocolVersion`, or an error about
+    /// the version, which earns one retry in MCP form).
+    fn initialize_executa(&self, id: u64, start: Instant, detect: bool) -> Result<Handshake> {
         let opts = &self.shared.opts;
         let params = json!({
             "protocolVersion": "2.0",
@@ -43,47 +78,47 @@ impl PluginProcess {
                 "fileTransport": opts.file_transport
             }
         });
-        let start = Instant::now();
         let timeout = opts.initialize_timeout;
-        // Id 0 as the Agent sends it; a second initialize (never sent by the host itself)
-        // takes a fresh id so that ids stay unique.
-        let id = if self.shared.initialize_sent.swap(true, Ordering::AcqRel) {
-            self.shared.next_id.fetch_add(1, Ordering::Relaxed)
-        } else {
-            INITIALIZE_ID
-        };
-        let negotiated = match self
-            .shared
-            .request_as(id, "initialize", Some(&params), timeout)
-        {
-            Ok(raw) => Handshake::from_result(&raw, start.elapsed()),
-            Err(Error::Timeout { .. }) => Handshake::fell_back(
-                format!(
-                    "no answer to initialize within {:.3}s",
-                    timeout.as_secs_f64()
+        let elapsed = || start.elapsed();
+        Ok(
+            match self
+                .shared
+                .request_as(id, "initialize", Some(&params), timeout)
+            {
+                Ok(raw) => match dated_version(&raw).filter(|_| detect) {
+                    Some(revision) => self.switch_to_mcp(&raw, &revision, start)?,
+                    None => Handshake::from_result(&raw, elapsed()),
+                },
+                Err(Error::Remote(e)) if detect && mcp::suggests_version(&e) => {
+                    match self.initialize_mcp(self.shared.fresh_id(), start) {
+                        Ok(shake) => shake,
+                        Err(e2 @ Error::Disconnected(_)) => return Err(e2),
+                        Err(e2) => Handshake::fell_back(
+                            format!("initialize answered with an error frame: {e}; as MCP: {e2}"),
+                            elapsed(),
+                        ),
+                    }
+                }
+                Err(Error::Timeout { .. }) => Handshake::fell_back(
+                    format!(
+                        "no answer to initialize within {:.3}s",
+                        timeout.as_secs_f64()
+                    ),
+                    elapsed(),
                 ),
-                start.elapsed(),
-            ),
-            Err(Error::Remote(e)) if e.code == codes::METHOD_NOT_FOUND => {
-                Handshake::fell_back(format!("initialize not implemented: {e}"), start.elapsed())
-            }
-            Err(Error::Remote(e)) => Handshake::fell_back(
-                format!("initialize answered with an error frame: {e}"),
-                start.elapsed(),
-            ),
-            Err(e @ (Error::Protocol(_) | Error::FrameTooLarge { .. } | Error::Json(_))) => {
-                Handshake::fell_back(
-                    format!("unreadable answer to initialize: {e}"),
-                    start.elapsed(),
-                )
-            }
-            Err(e) => return Err(e),
-        };
-        if let Some(why) = &negotiated.fallback {
-            log::debug!("[plugin:{}] protocol 1.1: {why}", self.shared.label);
-        }
-        *lock(&self.shared.negotiated) = Some(negotiated.clone());
-        Ok(negotiated)
+                Err(Error::Remote(e)) if e.code == codes::METHOD_NOT_FOUND => {
+                    Handshake::fell_back(format!("initialize not implemented: {e}"), elapsed())
+                }
+                Err(Error::Remote(e)) => Handshake::fell_back(
+                    format!("initialize answered with an error frame: {e}"),
+                    elapsed(),
+                ),
+                Err(e @ (Error::Protocol(_) | Error::FrameTooLarge { .. } | Error::Json(_))) => {
+                    Handshake::fell_back(format!("unreadable answer to initialize: {e}"), elapsed())
+                }
+                Err(e) => return Err(e),
+            },
+        )
     }
 
     /// Records a session without `initialize` (what the dev hosts do).
@@ -97,6 +132,13 @@ impl PluginProcess {
     /// [`HostOptions::first_launch`](super::HostOptions::first_launch) is set), parses the manifest and caches it for
     /// [`PluginProcess::invoke`]'s per-tool timeouts and reverse-call gating. A wrapped
     /// `{"manifest":{...}}` or a non-object answer is an [`Error::Protocol`].
+    ///
+    /// From an MCP server: `tools/list` (every page) made into a manifest: name, title
+    /// and version from `serverInfo`, the description from `instructions`, each tool's
+    /// parameter list from its `inputSchema` (top-level properties with their type,
+    /// description, `required`, `default` and `enum`; nested objects as nested lists,
+    /// array elements as their `items` schema) and the raw `inputSchema` (with the
+    /// tool's other fields) in [`ToolSpec::extra`](crate::ToolSpec::extra).
     pub fn describe(&self) -> Result<Arc<Manifest>> {
         self.describe_within(self.shared.opts.effective_describe_timeout())
     }
@@ -105,7 +147,11 @@ impl PluginProcess {
     /// first-launch timeout on the first launch only).
     pub(crate) fn describe_within(&self, timeout: Duration) -> Result<Arc<Manifest>> {
         let raw = self.describe_raw(timeout)?;
-        let manifest = Arc::new(parse_manifest(&raw)?);
+        let manifest = Arc::new(if self.shared.is_mcp() {
+            mcp_manifest::manifest(lock(&self.shared.negotiated).as_ref(), &raw)?
+        } else {
+            parse_manifest(&raw)?
+        });
         *lock(&self.shared.manifest) = Some(manifest.clone());
         Ok(manifest)
     }
@@ -115,8 +161,12 @@ impl PluginProcess {
         *lock(&self.shared.manifest) = Some(manifest);
     }
 
-    /// Sends `describe` and returns the answer unparsed, for linting.
+    /// Sends `describe` and returns the answer unparsed, for linting. From an MCP server:
+    /// `tools/list`, every page (at most 100) within `timeout`, as one `{"tools": [...]}`.
     pub fn describe_raw(&self, timeout: Duration) -> Result<Box<RawValue>> {
+        if self.shared.is_mcp() {
+            return self.list_tools(timeout);
+        }
         self.shared.request::<()>("describe", None, timeout)
     }
 
@@ -134,6 +184,13 @@ impl PluginProcess {
     /// reply or the timeout: `opts.timeout`, else the manifest tool's `timeout`, else
     /// [`HostOptions::invoke_timeout`](super::HostOptions::invoke_timeout). A JSON-RPC error frame is [`Error::Remote`]; a
     /// result without a boolean `success` is [`Error::Protocol`].
+    ///
+    /// On an MCP server: `tools/call {name, arguments}` (with `_meta.progressToken`, the
+    /// invoke id, when a progress callback is set), its result read into the same
+    /// envelope: `isError: true` is `success: false` with the text content as the error;
+    /// otherwise `data` is `structuredContent`, else the text content parsed as JSON,
+    /// else that text as a string. Credentials or tokens in `opts` are refused
+    /// ([`Error::Refused`]): MCP has no invoke context to carry them.
     pub fn invoke<A: Serialize + ?Sized>(
         &self,
         tool: &str,
@@ -142,11 +199,15 @@ impl PluginProcess {
     ) -> Result<InvokeResult> {
         let start = Instant::now();
         let (invoke_id, raw) = self.invoke_raw(tool, arguments, opts)?;
+        if self.shared.is_mcp() {
+            return InvokeResult::from_mcp(raw, invoke_id, start.elapsed());
+        }
         InvokeResult::parse(raw, invoke_id, start.elapsed())
     }
 
     /// Like [`PluginProcess::invoke`] but returns the minted invoke id and the result
-    /// exactly as sent, without checking its shape.
+    /// exactly as sent, without checking its shape (from an MCP server, the `tools/call`
+    /// result).
     pub fn invoke_raw<A: Serialize + ?Sized>(
         &self,
         tool: &str,
@@ -163,6 +224,11 @@ impl PluginProcess {
                 .map_or(self.shared.opts.invoke_timeout, Duration::from_secs)
         });
         let invoke_id = opts.invoke_id.clone().unwrap_or_else(new_invoke_id);
+        if self.shared.is_mcp() {
+            let _active = ActiveInvoke::register(&self.shared, &invoke_id);
+            let raw = self.call_tool(tool, arguments, opts, &invoke_id, timeout)?;
+            return Ok((invoke_id, raw));
+        }
         let minted = self.dev_tokens(&invoke_id, manifest.as_deref(), opts);
         let mut tokens = SecretMap(minted.iter().map(|(k, v)| (*k, v)).collect());
         tokens
@@ -216,8 +282,12 @@ impl PluginProcess {
     }
 
     /// Probes `health` with [`HostOptions::health_timeout`](super::HostOptions::health_timeout). A plugin answering -32601 is
-    /// healthy with [`HealthReport::implemented`] `false`, as the Agent treats it.
+    /// healthy with [`HealthReport::implemented`] `false`, as the Agent treats it. An MCP
+    /// server is sent `ping`: its answer is status `ready`.
     pub fn health(&self) -> Result<HealthReport> {
+        if self.shared.is_mcp() {
+            return self.ping();
+        }
         match self
             .shared
             .request::<()>("health", None, self.shared.opts.health_timeout)
@@ -339,4 +409,15 @@ fn parse_manifest(raw: &RawValue) -> Result<Manifest> {
         ));
     }
     Ok(serde_json::from_value(value)?)
+}
+
+/// The `protocolVersion` of an `initialize` answer when it is an MCP revision's date.
+fn dated_version(raw: &RawValue) -> Option<String> {
+    #[derive(serde::Deserialize)]
+    struct Answer {
+        #[serde(rename = "protocolVersion")]
+        version: Option<String>,
+    }
+    let answer: Answer = serde_json::from_str(raw.get()).ok()?;
+    answer.version.filter(|v| is_dated(v))
 }

@@ -18,6 +18,7 @@ use crossbeam_channel::{Receiver, Sender, bounded};
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
+use super::mcp_reverse::{self, SAMPLING};
 use super::options::HostOptions;
 use super::service::{HandlerFn, Progress, ProgressFn, ResultWriter, ReverseCall, Service};
 use super::shared::Shared;
@@ -105,6 +106,18 @@ impl Handlers {
         write_answer(out, &call.id, &call.method, |frame| {
             self.call_into(call, frame)
         });
+    }
+
+    /// Answers `call` as a `Value` (a closure's, else the first service's that handles
+    /// it): for an answer that is reshaped before it is sent (an MCP server's sampling).
+    fn call_value(&self, call: &ReverseCall) -> Result<Value, RpcError> {
+        if let Some(f) = self.methods.get(&call.method) {
+            return f(call);
+        }
+        match self.services.iter().find(|s| s.handles(&call.method)) {
+            Some(s) => s.call(call),
+            None => Err(no_handler(&call.method)),
+        }
     }
 
     /// Whether `method` is answered by a quick service (not a closure, whose cost nobody
@@ -255,7 +268,7 @@ impl Dispatcher {
         };
         let active = invoke_id
             .as_ref()
-            .is_some_and(|id| lock(&shared.invokes).contains(id));
+            .is_some_and(|id| shared.invoke_active(id));
         let event = Progress {
             invoke_id,
             kind: kind.to_owned(),
@@ -263,15 +276,43 @@ impl Dispatcher {
             active,
             plugin: shared.label.clone(),
         };
-        if events.try_send(EventMsg::Progress(event)).is_err()
-            && log::log_enabled!(log::Level::Debug)
-            && PROGRESS_DROPPED.allow()
-        {
-            log::debug!(
-                "[plugin:{}] progress event dropped (queue full)",
-                shared.label
+        deliver(events, shared, event);
+    }
+
+    /// Queues an MCP server's `notifications/progress` as a progress event, as
+    /// [`Dispatcher::progress`] does an Executa plugin's.
+    pub(crate) fn progress_mcp(&self, shared: &Shared, params: Option<&RawValue>) {
+        if let Some(events) = &self.events {
+            deliver(
+                events,
+                shared,
+                super::mcp_reverse::progress_event(shared, params),
             );
         }
+    }
+
+    /// Whether a progress callback is set (an MCP `tools/call` then asks for progress).
+    pub(crate) fn has_progress(&self) -> bool {
+        self.events.is_some()
+    }
+
+    /// Whether a closure or a service answers `method`; a service that panics there
+    /// answers nothing.
+    pub(crate) fn handles(&self, method: &str) -> bool {
+        catch_unwind(AssertUnwindSafe(|| self.handlers.handles(method))).unwrap_or(false)
+    }
+}
+
+/// Queues an event without blocking; dropped (and logged, limited) when the queue is full.
+fn deliver(events: &Sender<EventMsg>, shared: &Shared, event: Progress) {
+    if events.try_send(EventMsg::Progress(event)).is_err()
+        && log::log_enabled!(log::Level::Debug)
+        && PROGRESS_DROPPED.allow()
+    {
+        log::debug!(
+            "[plugin:{}] progress event dropped (queue full)",
+            shared.label
+        );
     }
 }
 
@@ -364,6 +405,9 @@ fn write_answer(
 
 /// The gates, the routing and the handler for one call, its result written into `out`.
 fn handle(handlers: &Handlers, job: &Job, out: &mut Vec<u8>) -> Result<(), RpcError> {
+    if job.shared.is_mcp() {
+        return handle_mcp(handlers, job, out);
+    }
     let params: Value = job
         .params
         .as_ref()
@@ -377,6 +421,22 @@ fn handle(handlers: &Handlers, job: &Job, out: &mut Vec<u8>) -> Result<(), RpcEr
         job.shared.record_refusal(&job.method, refusal);
     }
     handlers.call_into(&prepared?, out)
+}
+
+/// An MCP server's request: `ping` is answered `{}`, `sampling/createMessage` by the
+/// sampling handler (the shapes mapped both ways by `mcp_reverse`), anything else -32601.
+/// The Executa gates and invoke routing do not apply: MCP requests carry no context.
+fn handle_mcp(handlers: &Handlers, job: &Job, out: &mut Vec<u8>) -> Result<(), RpcError> {
+    match job.method.as_str() {
+        "ping" => out.extend_from_slice(b"{}"),
+        SAMPLING if handlers.handles(SAMPLING) => {
+            let call = mcp_reverse::sampling_call(&job.shared, job.params.as_deref(), &job.id);
+            let answer = mcp_reverse::sampling_result(&handlers.call_value(&call)?)?;
+            wire::serialize_into(out, &answer);
+        }
+        method => return Err(mcp_reverse::not_served(method)),
+    }
+    Ok(())
 }
 
 fn panic_text(p: &(dyn std::any::Any + Send)) -> String {

@@ -8,6 +8,33 @@
 //! stdin, wait, `SIGTERM`, wait, `SIGKILL`. [`PluginProcess`] is the same without
 //! supervision, for tools that want to watch a plugin misbehave ([`check`] does).
 //!
+//! # MCP servers
+//!
+//! The same host drives an MCP stdio server (Model Context Protocol: the same framing,
+//! line-delimited JSON-RPC 2.0) with [`HostOptions::protocol`] set to [`Protocol::Mcp`],
+//! or to [`Protocol::Auto`], which sends the Executa `initialize` and goes on in MCP when
+//! the answer names a dated MCP revision. Then `initialize` is MCP's (revision
+//! 2025-11-25 proposed, 2024-11-05 to 2025-11-25 accepted; [`Handshake::mcp_revision`])
+//! followed by `notifications/initialized`; the manifest is made from `tools/list`;
+//! [`Host::invoke`] sends `tools/call` and reads its result into the same
+//! [`InvokeResult`] (`isError` is `success: false`; `data` is `structuredContent`, else
+//! the text content, parsed as JSON when it parses); `health` is `ping`. The server's
+//! `sampling/createMessage` reaches the [`Handlers`]' sampling handler in the Executa
+//! shape and its answer goes back in MCP's; its `notifications/progress` reach the
+//! progress callback (the progress token is the invoke id). Timeouts, frame caps,
+//! restarts and the shutdown sequence are the ones above. MCP has no invoke context:
+//! credentials and tokens are refused, and the Executa reverse-call gates do not apply.
+//!
+//! ```no_run
+//! use executa::host::{Handlers, Host, HostOptions, PluginCommand, Protocol};
+//! let cmd = PluginCommand::new("python3").arg("mcp_server.py");
+//! let opts = HostOptions { protocol: Protocol::Mcp, ..HostOptions::default() };
+//! let host = Host::start(cmd, opts, Handlers::dev_backends())?;
+//! let result = host.invoke("add", &serde_json::json!({"numbers": [1, 2]}))?;
+//! println!("{} {}", result.success, result.data);
+//! # Ok::<(), executa::error::Error>(())
+//! ```
+//!
 //! # Threads
 //!
 //! Each plugin process has the plugin side's three-thread shape, seen from the other end:
@@ -48,6 +75,9 @@ mod core;
 mod dispatch;
 mod exit;
 mod file_transport;
+mod mcp;
+mod mcp_manifest;
+mod mcp_reverse;
 mod options;
 mod pending;
 mod process;
@@ -72,7 +102,7 @@ pub use client::Host;
 pub use command::PluginCommand;
 pub use context::{InvokeOptions, new_invoke_id};
 pub use dispatch::Handlers;
-pub use options::{HostOptions, RestartPolicy, ShutdownPolicy, StderrRelay};
+pub use options::{HostOptions, Protocol, RestartPolicy, ShutdownPolicy, StderrRelay};
 pub use process::PluginProcess;
 pub use sample_args::sample_arguments;
 pub use service::{HandlerFn, Progress, ProgressFn, ResultWriter, ReverseCall, Service, Written};

@@ -20,6 +20,9 @@ use crate::wire::DEFAULT_MAX_FRAME_BYTES;
 pub struct HostOptions {
     /// Label used in thread names, log prefixes and errors; defaults to the plugin's file stem.
     pub name: Option<String>,
+    /// Which protocol the child speaks: an Executa plugin (the default), an MCP stdio
+    /// server, or whichever answers `initialize` (see [`Protocol`]).
+    pub protocol: Protocol,
     /// How long `initialize` may take before the session silently falls back to 1.1.
     pub initialize_timeout: Duration,
     /// Skip `initialize` altogether (what the local dev hosts do); the session's
@@ -69,9 +72,12 @@ pub struct HostOptions {
     pub stderr_tail_lines: usize,
     /// Refuse reverse calls as the Agent does: everything in a 1.1 session, `sampling/*`
     /// without `llm.sample` (-32008), `storage/*`/`files/*` without `aps.*` (-32021).
+    /// Not applied to an MCP server, whose requests are those of [`Protocol::Mcp`].
     pub gate_reverse_calls: bool,
     /// Route reverse calls by `params.context.invoke_id` as the Agent does: an unknown or
     /// finished id, or a missing one while several invokes run, is refused with -32602.
+    /// Not applied to an MCP server: its requests carry no invoke id, so a sampling call
+    /// is given the invoke in flight when there is only one, else none.
     pub strict_invoke_context: bool,
     /// Mint placeholder `sampling_token` / `storage_token` values for v2 invokes whose
     /// manifest declares the matching capability and whose caller gave none (for local
@@ -94,6 +100,7 @@ impl Default for HostOptions {
     fn default() -> Self {
         HostOptions {
             name: None,
+            protocol: Protocol::Executa,
             initialize_timeout: Duration::from_secs(5),
             skip_initialize: false,
             describe_timeout: Duration::from_secs(5),
@@ -132,6 +139,35 @@ impl HostOptions {
             self.describe_timeout
         }
     }
+}
+
+/// The protocol a host speaks to its child. Both are line-delimited JSON-RPC 2.0 over
+/// stdio, so everything below the request shapes (framing, the frame cap, timeouts, one
+/// reply per request, the shutdown sequence) is the same code for both.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Protocol {
+    /// An Executa plugin: `initialize` v2 (silently falling back to 1.1), `describe`,
+    /// `invoke`, `health`. The default.
+    #[default]
+    Executa,
+    /// An MCP stdio server (Model Context Protocol): `initialize` proposing revision
+    /// 2025-11-25 (2024-11-05, 2025-03-26 and 2025-06-18 are accepted in the answer) and
+    /// then `notifications/initialized`; `describe` is `tools/list` made into a
+    /// [`Manifest`](crate::Manifest), `invoke` is `tools/call`, `health` is `ping`; the
+    /// server's `sampling/createMessage` goes to the host's sampling handler, its `ping`
+    /// is answered `{}`, anything else -32601. There is no fallback: an unanswered or
+    /// refused `initialize` fails the start.
+    Mcp,
+    /// Sends the Executa `initialize` (protocol "2.0") and decides from the answer: a dated
+    /// `protocolVersion` (`YYYY-MM-DD`) is an MCP server, and the session continues in MCP
+    /// (re-initializing once in MCP form when that revision is not one the host speaks);
+    /// an error whose message speaks of the version gets one retry as MCP; anything else
+    /// is an Executa plugin, handled exactly as under [`Protocol::Executa`] (a timeout
+    /// still falls back to 1.1, so allow a slow-starting server enough
+    /// [`HostOptions::initialize_timeout`]). The Executa `initialize` declares sampling, so
+    /// an MCP server met this way may ask for it even when no handler is set; it is then
+    /// answered -32601.
+    Auto,
 }
 
 /// The Agent's shutdown sequence: close stdin, wait, `SIGTERM`, wait, `SIGKILL`.

@@ -70,6 +70,8 @@ fn on_line(shared: &Arc<Shared>, dispatch: &Dispatcher, line: &[u8]) {
         } => {
             if method == "executa/progress" {
                 dispatch.progress(shared, params);
+            } else if method == "notifications/progress" && shared.is_mcp() {
+                dispatch.progress_mcp(shared, params);
             } else if debug_allowed(&DROPPED_NOTIFICATION) {
                 log::debug!("[plugin:{}] notification `{method}` dropped", shared.label);
             }

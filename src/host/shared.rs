@@ -15,7 +15,7 @@ use serde::Serialize;
 use serde_json::value::RawValue;
 
 use super::exit::{End, Event, ExitNotify};
-use super::options::HostOptions;
+use super::options::{HostOptions, Protocol};
 use super::pending::Pending;
 use super::signal::{self, Signal};
 use super::stderr::StderrTail;
@@ -99,6 +99,10 @@ pub(crate) struct Shared {
     pub(super) stdout_closed: AtomicBool,
     /// Set once `initialize` has used [`INITIALIZE_ID`].
     pub(super) initialize_sent: AtomicBool,
+    /// Whether the child is an MCP server: set from [`Protocol::Mcp`] at spawn, or when
+    /// [`Protocol::Auto`] detects one. Decides the request shapes and how the reader's
+    /// reverse requests and notifications are read.
+    mcp: AtomicBool,
 }
 
 impl Shared {
@@ -136,6 +140,7 @@ impl Shared {
             ended: AtomicBool::new(false),
             stdout_closed: AtomicBool::new(false),
             initialize_sent: AtomicBool::new(false),
+            mcp: AtomicBool::new(opts.protocol == Protocol::Mcp),
             opts,
         }
     }
@@ -147,8 +152,12 @@ impl Shared {
         params: Option<&P>,
         timeout: Duration,
     ) -> Result<Box<RawValue>> {
-        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-        self.request_as(id, method, params, timeout)
+        self.request_as(self.fresh_id(), method, params, timeout)
+    }
+
+    /// A request id nobody has used (for a second `initialize`).
+    pub(super) fn fresh_id(&self) -> u64 {
+        self.next_id.fetch_add(1, Ordering::Relaxed)
     }
 
     /// [`Shared::request`] under a chosen id (the caller keeps ids unique).
@@ -332,6 +341,21 @@ impl Shared {
 
     pub(crate) fn count_reply(&self) {
         self.replies.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Whether `invoke_id` names an invoke in flight.
+    pub(crate) fn invoke_active(&self, invoke_id: &str) -> bool {
+        lock(&self.invokes).contains(invoke_id)
+    }
+
+    /// Whether the child is an MCP server (see [`Shared::mcp`]).
+    pub(crate) fn is_mcp(&self) -> bool {
+        self.mcp.load(Ordering::Acquire)
+    }
+
+    /// Switches the session to MCP ([`Protocol::Auto`] found an MCP server).
+    pub(super) fn set_mcp(&self) {
+        self.mcp.store(true, Ordering::Release);
     }
 
     pub(crate) fn protocol(&self) -> Option<ProtocolVersion> {

@@ -28,6 +28,13 @@ pub struct Handshake {
     pub capabilities: Map<String, Value>,
     /// The `protocolVersion` the plugin echoed, if any.
     pub echoed_version: Option<String>,
+    /// The MCP revision in force (`2025-11-25`, ...) when the child is an MCP server
+    /// ([`Protocol::Mcp`](super::Protocol::Mcp), or detected under
+    /// [`Protocol::Auto`](super::Protocol::Auto)); `None` for an Executa plugin.
+    pub mcp_revision: Option<String>,
+    /// An MCP server's `instructions` (its description in the manifest made from
+    /// `tools/list`).
+    pub instructions: Option<String>,
     /// How long the handshake took.
     pub elapsed: Duration,
 }
@@ -40,12 +47,18 @@ impl Handshake {
             server_info: None,
             capabilities: Map::new(),
             echoed_version: None,
+            mcp_revision: None,
+            instructions: None,
             elapsed,
         }
     }
 
-    /// The version as text: `"2.0"`, `"1.1"`, or `"none"` when `initialize` was skipped.
+    /// The version as text: `"2.0"`, `"1.1"`, `"mcp"` for an MCP server (its revision is
+    /// [`Handshake::mcp_revision`]), or `"none"` when `initialize` was skipped.
     pub fn version_str(&self) -> &'static str {
+        if self.mcp_revision.is_some() {
+            return "mcp";
+        }
         match self.protocol {
             Some(ProtocolVersion::V2) => "2.0",
             Some(ProtocolVersion::V1) => "1.1",
@@ -65,6 +78,8 @@ impl Handshake {
             server_info: None,
             capabilities: Map::new(),
             echoed_version: None,
+            mcp_revision: None,
+            instructions: None,
             elapsed: Duration::ZERO,
         }
     }
@@ -100,6 +115,8 @@ impl Handshake {
             server_info,
             capabilities: caps,
             echoed_version: echoed,
+            mcp_revision: None,
+            instructions: None,
             elapsed,
         }
     }

@@ -5,15 +5,16 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use executa::host::{
-    Handlers, Host, InvokeOptions, MemoryStorage, ReverseCall, ScriptedSampling, Service,
+    Handlers, Host, InvokeOptions, MemoryStorage, Protocol, ReverseCall, ScriptedSampling, Service,
 };
 use executa::{Error, RpcError};
 use serde_json::{Value, json};
 
-use crate::cli::{Args, Common, Usage, json_arg, secs, unknown};
+use crate::cli::{Args, Common, Usage, json_arg, protocol, secs, unknown};
 use crate::describe::pretty;
 
-pub const HELP: &str = "\
+pub const HELP: &str = concat!(
+    "\
 executa call: invoke one tool and print the result
 
 USAGE:
@@ -25,6 +26,9 @@ progress event on stderr, then shuts the plugin down. Reverse calls are answered
 in memory: storage/* by a key/value store (scopes, etags, paging), sampling/createMessage
 by echoing the last user message (or from --sampling-fixture). Placeholder sampling and
 storage tokens are sent when the manifest declares llm.sample / aps.*.
+An MCP stdio server gets tools/call (with a progress token); its result is printed as it
+came, and isError:true counts as success:false. Sampling answers it the same way; it has
+no invoke context, so credentials cannot be sent to it (refused).
 
 OPTIONS:
     --args JSON                  the tool's arguments [{}]
@@ -38,14 +42,18 @@ OPTIONS:
     --sampling-fixture FILE      answer sampling from a JSONL fixture: lines like
                                  {\"match\":{\"contains\":\"hi\"},\"result\":{\"text\":\"hello\"}}
     --verbose                    log each reverse call on stderr
-    --init-timeout SECS, --describe-timeout SECS, --first-launch, --quiet, -h/--help
+",
+    crate::cli::protocol_help!(),
+    "    --init-timeout SECS, --describe-timeout SECS, --first-launch, --quiet, -h/--help
 
 EXIT STATUS:
     0 success:true; 1 success:false or a JSON-RPC error; 2 usage or start failure.
-";
+"
+);
 
 pub fn run(mut args: Args) -> Result<ExitCode, Usage> {
     let mut common = Common::new();
+    common.host.protocol = Protocol::Auto;
     let mut opts = InvokeOptions::new();
     let mut arguments = json!({});
     let mut tool = None;
@@ -69,6 +77,7 @@ pub fn run(mut args: Args) -> Result<ExitCode, Usage> {
             "--timeout" => opts.timeout = Some(secs(&flag, &args.value(&flag, inline)?)?),
             "--sampling-fixture" => fixture = Some(args.value(&flag, inline)?),
             "--verbose" | "-v" => verbose = true,
+            "--protocol" => common.host.protocol = protocol(&flag, &args.value(&flag, inline)?)?,
             f if f.starts_with('-') => return Err(unknown(f)),
             _ if tool.is_none() => tool = Some(flag),
             _ => return Err(Usage::Error(format!("unexpected argument `{flag}`"))),

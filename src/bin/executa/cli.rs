@@ -3,7 +3,7 @@
 use std::collections::VecDeque;
 use std::time::Duration;
 
-use executa::host::{HostOptions, PluginCommand, StderrRelay};
+use executa::host::{HostOptions, PluginCommand, Protocol, StderrRelay};
 use serde_json::Value;
 
 /// Why parsing stopped: help was asked for, or the command line is wrong.
@@ -107,6 +107,29 @@ pub fn secs(flag: &str, text: &str) -> Result<Duration, Usage> {
         .and_then(|s| Duration::try_from_secs_f64(s).ok())
         .ok_or_else(|| Usage::Error(format!("`{flag}` takes seconds, got {text:?}")))
 }
+
+/// `--protocol executa|mcp|auto`.
+pub fn protocol(flag: &str, text: &str) -> Result<Protocol, Usage> {
+    match text {
+        "executa" => Ok(Protocol::Executa),
+        "mcp" => Ok(Protocol::Mcp),
+        "auto" => Ok(Protocol::Auto),
+        _ => Err(Usage::Error(format!(
+            "`{flag}` takes executa, mcp or auto, got {text:?}"
+        ))),
+    }
+}
+
+/// The help lines of `--protocol`, for the commands that take it (default auto).
+macro_rules! protocol_help {
+    () => {
+        "    --protocol P                 executa, mcp (an MCP stdio server) or auto: the
+                                 Executa initialize, going on in MCP when the answer
+                                 names a dated MCP revision [auto]
+"
+    };
+}
+pub(crate) use protocol_help;
 
 pub fn count(flag: &str, text: &str) -> Result<usize, Usage> {
     text.parse::<usize>()

@@ -2,11 +2,12 @@
 
 use std::process::ExitCode;
 
-use executa::host::{Handlers, PluginProcess};
+use executa::host::{Handlers, PluginProcess, Protocol};
 
-use crate::cli::{Args, Common, Usage, unknown};
+use crate::cli::{Args, Common, Usage, protocol, unknown};
 
-pub const HELP: &str = "\
+pub const HELP: &str = concat!(
+    "\
 executa describe: print a plugin's manifest (e.g. to keep manifest.json in sync)
 
 USAGE:
@@ -17,24 +18,37 @@ as the plugin returned it (the JSON text of the result, byte for byte), then shu
 plugin down. Exits 1 when the answer is not the bare manifest object (a wrapped
 {\"manifest\":{...}} is pitfall #5: the Agent cannot read it).
     executa describe -- ./my-plugin > manifest.json
+An MCP stdio server is asked for tools/list (every page) instead, and the manifest made
+from it is printed (name and version from serverInfo, description from instructions,
+parameters from each tool's inputSchema, which is kept beside them).
 
 OPTIONS:
-    --pretty             pretty-print (re-serialized: member order may change)
-    --init-timeout SECS, --describe-timeout SECS, --first-launch, --quiet, -h/--help
+    --pretty                     pretty-print (re-serialized: member order may change)
+    --raw                        for an MCP server, print the tools/list result (all
+                                 pages as one {\"tools\":[...]}) instead of the
+                                 manifest made from it
+",
+    crate::cli::protocol_help!(),
+    "    --init-timeout SECS, --describe-timeout SECS, --first-launch, --quiet, -h/--help
 
 EXIT STATUS:
     0 printed; 1 no answer, or not the bare manifest object; 2 usage or start failure.
-";
+"
+);
 
 pub fn run(mut args: Args) -> Result<ExitCode, Usage> {
     let mut common = Common::new();
+    common.host.protocol = Protocol::Auto;
     let mut pretty_print = false;
+    let mut raw_tools = false;
     while let Some((flag, inline)) = args.next_arg() {
-        if common.apply(&mut args, &flag, inline, HELP)? {
+        if common.apply(&mut args, &flag, inline.clone(), HELP)? {
             continue;
         }
         match flag.as_str() {
             "--pretty" => pretty_print = true,
+            "--raw" => raw_tools = true,
+            "--protocol" => common.host.protocol = protocol(&flag, &args.value(&flag, inline)?)?,
             _ => return Err(unknown(&flag)),
         }
     }
@@ -47,9 +61,14 @@ pub fn run(mut args: Args) -> Result<ExitCode, Usage> {
             return Ok(ExitCode::from(2));
         }
     };
-    let answer = process
-        .initialize()
-        .and_then(|_| process.describe_raw(timeout));
+    let answer = process.initialize().and_then(|shake| {
+        if shake.mcp_revision.is_some() && !raw_tools {
+            let manifest = process.describe()?;
+            Ok(serde_json::value::to_raw_value(&*manifest)?)
+        } else {
+            process.describe_raw(timeout)
+        }
+    });
     process.shutdown();
     let raw = match answer {
         Ok(raw) => raw,

@@ -1,0 +1,390 @@
+//! The host's requests to an MCP stdio server (Model Context Protocol): the `initialize`
+//! handshake and the recognition of an MCP server under [`Protocol::Auto`], `tools/list`
+//! (every page) for `describe`, `tools/call` for `invoke` and its result read as an
+//! [`InvokeResult`], and `ping` for `health`. What lies under the requests (framing, the
+//! frame cap, the pending table, timeouts, the shutdown sequence) is the code the
+//! Executa requests use (`shared.rs`); what the server sends back unasked is read in
+//! `mcp_reverse.rs`.
+//!
+//! [`Protocol::Auto`]: super::Protocol::Auto
+
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+use serde_json::value::RawValue;
+use serde_json::{Map, Value, json};
+
+use super::context::InvokeOptions;
+use super::mcp_reverse::SAMPLING;
+use super::process::PluginProcess;
+use super::types::{Handshake, HealthReport, InvokeResult, snippet};
+use crate::error::{Error, Result, RpcError, codes};
+use crate::protocol::ProtocolVersion;
+
+/// The MCP revisions this host speaks, oldest first (all of them use the `initialize`
+/// handshake; 2026-07-28's stateless requests are not spoken).
+pub(crate) const REVISIONS: [&str; 4] = ["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"];
+/// The revision the host proposes in its MCP `initialize`.
+pub(crate) const PROPOSED: &str = "2025-11-25";
+/// Most `tools/list` pages read for one `describe`: a server whose cursors never end
+/// cannot keep the host reading (each page is bounded by the frame cap).
+const MAX_PAGES: usize = 100;
+
+/// Whether a `protocolVersion` is an MCP revision's date (`YYYY-MM-DD`); Executa's are
+/// `2.0` and `1.1`.
+pub(crate) fn is_dated(version: &str) -> bool {
+    let b = version.as_bytes();
+    b.len() == 10
+        && b.iter().enumerate().all(|(i, c)| match i {
+            4 | 7 => *c == b'-',
+            _ => c.is_ascii_digit(),
+        })
+}
+
+/// Whether an error answering the Executa `initialize` reads like a refusal of its
+/// version ("unsupported protocol version"), which an MCP server may send instead of
+/// naming its own revision: [`Protocol::Auto`](super::Protocol::Auto) then retries once
+/// in MCP form.
+pub(super) fn suggests_version(e: &RpcError) -> bool {
+    e.message.to_ascii_lowercase().contains("version")
+}
+
+/// `params` of `tools/call`.
+#[derive(Serialize)]
+struct CallParams<'a, A: ?Sized + Serialize> {
+    name: &'a str,
+    arguments: &'a A,
+    #[serde(rename = "_meta", skip_serializing_if = "Option::is_none")]
+    meta: Option<CallMeta<'a>>,
+}
+
+#[derive(Serialize)]
+struct CallMeta<'a> {
+    /// The invoke id: progress notifications carrying it are the invoke's.
+    #[serde(rename = "progressToken")]
+    progress_token: &'a str,
+}
+
+impl PluginProcess {
+    /// The MCP `initialize` under `id`: proposes [`PROPOSED`], declares `sampling` only
+    /// when a handler answers `sampling/createMessage`, and adopts the answer (see
+    /// [`PluginProcess::adopt_mcp`]). Blocks up to the initialize timeout; every failure
+    /// is an error (an MCP session has no fallback).
+    pub(super) fn initialize_mcp(&self, id: u64, start: Instant) -> Result<Handshake> {
+        let opts = &self.shared.opts;
+        let mut capabilities = Map::new();
+        if self.dispatch.handles(SAMPLING) {
+            capabilities.insert("sampling".to_owned(), json!({}));
+        }
+        let params = json!({
+            "protocolVersion": PROPOSED,
+            "capabilities": capabilities,
+            "clientInfo": { "name": opts.client_name, "version": opts.client_version },
+        });
+        let raw =
+            self.shared
+                .request_as(id, "initialize", Some(&params), opts.initialize_timeout)?;
+        self.adopt_mcp(&raw, start)
+    }
+
+    /// Reads an MCP `initialize` result, switches the session to MCP and sends
+    /// `notifications/initialized`. A revision the host does not speak is an
+    /// [`Error::Protocol`] naming it (the spec has the client disconnect then).
+    pub(super) fn adopt_mcp(&self, raw: &RawValue, start: Instant) -> Result<Handshake> {
+        let shake = read_handshake(raw, start.elapsed())?;
+        self.shared.set_mcp();
+        self.notify(
+            "notifications/initialized",
+            &json!({}),
+            self.shared.opts.request_timeout,
+        )?;
+        Ok(shake)
+    }
+
+    /// Under [`Protocol::Auto`](super::Protocol::Auto): the answer to the Executa
+    /// `initialize` names a dated revision, so the peer is an MCP server. A revision the
+    /// host speaks is adopted; another one (the server answered its newest because "2.0"
+    /// means nothing to it) gets one MCP `initialize` proposing ours.
+    pub(super) fn switch_to_mcp(
+        &self,
+        raw: &RawValue,
+        echoed: &str,
+        start: Instant,
+    ) -> Result<Handshake> {
+        if REVISIONS.contains(&echoed) {
+            return self.adopt_mcp(raw, start);
+        }
+        log::debug!(
+            "[plugin:{}] MCP server answered revision {echoed}; initializing again with {PROPOSED}",
+            self.shared.label
+        );
+        self.initialize_mcp(self.shared.fresh_id(), start)
+    }
+
+    /// `tools/list`, following `nextCursor` for at most [`MAX_PAGES`] pages, all within
+    /// `timeout`: the tools of every page as one `{"tools": [...]}`. A page without a
+    /// `tools` array, a cursor repeated or more pages than that are [`Error::Protocol`].
+    pub(super) fn list_tools(&self, timeout: Duration) -> Result<Box<RawValue>> {
+        let deadline = Instant::now() + timeout;
+        let mut tools = Vec::new();
+        let mut cursor: Option<String> = None;
+        for _ in 0..MAX_PAGES {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Err(Error::Timeout {
+                    method: "tools/list".to_owned(),
+                    after: timeout,
+                });
+            }
+            let params = match &cursor {
+                Some(c) => json!({ "cursor": c }),
+                None => json!({}),
+            };
+            let raw = self.shared.request("tools/list", Some(&params), left)?;
+            let mut page: Value = serde_json::from_str(raw.get())?;
+            let Some(Value::Array(list)) = page.get_mut("tools").map(Value::take) else {
+                return Err(Error::Protocol(format!(
+                    "tools/list result has no `tools` array: {}",
+                    snippet(raw.get())
+                )));
+            };
+            tools.extend(list);
+            match page.get("nextCursor").and_then(Value::as_str) {
+                Some(next) if cursor.as_deref() == Some(next) => {
+                    return Err(Error::Protocol(format!(
+                        "tools/list returned the cursor {next:?} it was given: the pages never end"
+                    )));
+                }
+                Some(next) if !next.is_empty() => cursor = Some(next.to_owned()),
+                _ => return Ok(serde_json::value::to_raw_value(&json!({ "tools": tools }))?),
+            }
+        }
+        Err(Error::Protocol(format!(
+            "tools/list: more than {MAX_PAGES} pages; stopped reading"
+        )))
+    }
+
+    /// `tools/call {name, arguments}` under `invoke_id`, which is also the
+    /// `_meta.progressToken` when a progress callback is set. MCP has no invoke context:
+    /// credentials or tokens in `opts` are refused ([`Error::Refused`], -32602) rather
+    /// than dropped unseen. Blocks until the reply or `timeout`.
+    pub(super) fn call_tool<A: Serialize + ?Sized>(
+        &self,
+        tool: &str,
+        arguments: &A,
+        opts: &InvokeOptions,
+        invoke_id: &str,
+        timeout: Duration,
+    ) -> Result<Box<RawValue>> {
+        if !opts.credentials.is_empty() || !opts.tokens.is_empty() {
+            return Err(Error::Refused(RpcError::new(
+                codes::INVALID_PARAMS,
+                "an MCP server has no invoke context: credentials and tokens cannot be sent to it",
+            )));
+        }
+        let params = CallParams {
+            name: tool,
+            arguments,
+            meta: self.dispatch.has_progress().then_some(CallMeta {
+                progress_token: invoke_id,
+            }),
+        };
+        self.shared.request("tools/call", Some(&params), timeout)
+    }
+
+    /// `ping` with the health timeout: an empty answer is `ready`; -32601 counts as
+    /// healthy, as for an Executa plugin without `health`.
+    pub(super) fn ping(&self) -> Result<HealthReport> {
+        match self
+            .shared
+            .request::<()>("ping", None, self.shared.opts.health_timeout)
+        {
+            Ok(_) => Ok(HealthReport {
+                status: "ready".to_owned(),
+                message: String::new(),
+                details: Value::Null,
+                implemented: true,
+            }),
+            Err(Error::Remote(e)) if e.code == codes::METHOD_NOT_FOUND => {
+                Ok(HealthReport::unimplemented())
+            }
+            Err(e) => Err(e),
+        }
+    }
+}
+
+/// An MCP `initialize` result as a [`Handshake`]: the revision (one of [`REVISIONS`],
+/// else an [`Error::Protocol`]), `serverInfo`, the server's `capabilities` and its
+/// `instructions`.
+fn read_handshake(raw: &RawValue, elapsed: Duration) -> Result<Handshake> {
+    let v: Value = serde_json::from_str(raw.get())?;
+    let revision = v.get("protocolVersion").and_then(Value::as_str);
+    let Some(revision) = revision.filter(|r| REVISIONS.contains(r)) else {
+        return Err(Error::Protocol(format!(
+            "the MCP server answered initialize with protocolVersion {}, which this host does \
+             not speak (it speaks {})",
+            revision.map_or_else(|| "(none)".to_owned(), |r| format!("{r:?}")),
+            REVISIONS.join(", ")
+        )));
+    };
+    Ok(Handshake {
+        protocol: Some(ProtocolVersion::V2),
+        fallback: None,
+        server_info: v.get("serverInfo").cloned(),
+        capabilities: v
+            .get("capabilities")
+            .and_then(Value::as_object)
+            .cloned()
+            .unwrap_or_default(),
+        echoed_version: Some(revision.to_owned()),
+        mcp_revision: Some(revision.to_owned()),
+        instructions: v
+            .get("instructions")
+            .and_then(Value::as_str)
+            .map(str::to_owned),
+        elapsed,
+    })
+}
+
+impl InvokeResult {
+    /// Reads a `tools/call` result. `isError: true` is a failure whose message is the
+    /// text content; otherwise the data is `structuredContent` when present, else the
+    /// text content parsed as JSON when it parses, else that text as a JSON string (see
+    /// [`content_data`]). The rest of the result (`content`, `_meta`, ...) is kept in
+    /// [`InvokeResult::extra`]. A result that is not an object is an [`Error::Protocol`].
+    pub(crate) fn from_mcp(
+        raw: Box<RawValue>,
+        invoke_id: String,
+        elapsed: Duration,
+    ) -> Result<Self> {
+        let Value::Object(mut map) = serde_json::from_str(raw.get())? else {
+            return Err(Error::Protocol(format!(
+                "tools/call result must be an object {{content, ...}}, got {}",
+                snippet(raw.get())
+            )));
+        };
+        let failed = map
+            .remove("isError")
+            .and_then(|v| v.as_bool())
+            .unwrap_or(false);
+        let structured = map.remove("structuredContent").filter(|v| !v.is_null());
+        let content = map.get("content").and_then(Value::as_array);
+        let (data, error) = if failed {
+            let text = content.map(|c| texts(c).join("\n")).unwrap_or_default();
+            let text = if text.is_empty() {
+                "the MCP tool reported an error without text".to_owned()
+            } else {
+                text
+            };
+            (Value::Null, Some(text))
+        } else {
+            let data = match structured {
+                Some(s) => s,
+                None => content.map_or(Value::Null, |c| content_data(c)),
+            };
+            (data, None)
+        };
+        Ok(InvokeResult {
+            success: !failed,
+            data,
+            error,
+            details: None,
+            duration_ms: None,
+            extra: map,
+            invoke_id,
+            elapsed,
+            raw,
+        })
+    }
+}
+
+/// The text of each `text` block.
+fn texts(content: &[Value]) -> Vec<&str> {
+    content
+        .iter()
+        .filter(|b| b.get("type").and_then(Value::as_str) == Some("text"))
+        .filter_map(|b| b.get("text").and_then(Value::as_str))
+        .collect()
+}
+
+/// The data of a successful result without `structuredContent`: one text block parsed
+/// as JSON when it parses, else its text as a string; several text blocks (what some
+/// servers send for a list) an array of their values when each parses, else their text
+/// joined by newlines; no text block at all, the content blocks themselves (images,
+/// resources), or `null` when there are none.
+fn content_data(content: &[Value]) -> Value {
+    let texts = texts(content);
+    match texts.as_slice() {
+        [] if content.is_empty() => Value::Null,
+        [] => Value::Array(content.to_vec()),
+        [one] => serde_json::from_str(one).unwrap_or_else(|_| Value::from(*one)),
+        many => many
+            .iter()
+            .map(|t| serde_json::from_str::<Value>(t).ok())
+            .collect::<Option<Vec<_>>>()
+            .map_or_else(|| Value::from(many.join("\n")), Value::Array),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn result(json: &str) -> InvokeResult {
+        let raw = RawValue::from_string(json.to_owned()).expect("JSON");
+        InvokeResult::from_mcp(raw, "inv".into(), Duration::ZERO).expect("an object")
+    }
+
+    #[test]
+    fn dated_versions_are_mcp_and_executa_versions_are_not() {
+        assert!(is_dated("2025-06-18") && is_dated("2026-07-28"));
+        assert!(!is_dated("2.0") && !is_dated("1.1") && !is_dated("2025-6-18"));
+        assert!(!is_dated("2025-06-18x") && !is_dated("abcd-ef-gh"));
+    }
+
+    #[test]
+    fn a_result_maps_to_structured_content_then_parsed_text_then_text() {
+        let r = result(
+            r#"{"content":[{"type":"text","text":"{}"}],"structuredContent":{"a":1},"isError":false}"#,
+        );
+        assert!(r.success && r.data == json!({"a": 1}) && r.extra.contains_key("content"));
+        let r = result(r#"{"content":[{"type":"text","text":"[1, 2]"}]}"#);
+        assert_eq!(r.data, json!([1, 2]));
+        let r = result(r#"{"content":[{"type":"text","text":"plain words"}]}"#);
+        assert_eq!(r.data, json!("plain words"));
+        let r = result(r#"{"content":[{"type":"text","text":"1"},{"type":"text","text":"x"}]}"#);
+        assert_eq!(r.data, json!("1\nx"));
+        let r = result(r#"{"content":[{"type":"text","text":"1"},{"type":"text","text":"2"}]}"#);
+        assert_eq!(r.data, json!([1, 2]));
+        let r = result(r#"{"content":[{"type":"image","data":"AA==","mimeType":"image/png"}]}"#);
+        assert_eq!(r.data[0]["type"], "image");
+    }
+
+    #[test]
+    fn an_error_result_is_a_failure_with_its_text() {
+        let r = result(r#"{"content":[{"type":"text","text":"bad input"}],"isError":true}"#);
+        assert!(!r.success && r.data.is_null());
+        assert_eq!(r.error.as_deref(), Some("bad input"));
+        let r = result(r#"{"content":[],"isError":true}"#);
+        assert!(r.error.is_some_and(|e| e.contains("without text")));
+    }
+
+    #[test]
+    fn an_unspoken_revision_is_refused_by_name() {
+        let raw =
+            RawValue::from_string(r#"{"protocolVersion":"2030-01-01"}"#.to_owned()).expect("JSON");
+        let e = read_handshake(&raw, Duration::ZERO).expect_err("refused");
+        assert!(e.to_string().contains("2030-01-01"), "{e}");
+        let raw = RawValue::from_string(
+            r#"{"protocolVersion":"2025-06-18","serverInfo":{"name":"s"},"instructions":"hi"}"#
+                .to_owned(),
+        )
+        .expect("JSON");
+        let h = read_handshake(&raw, Duration::ZERO).expect("spoken");
+        assert_eq!(h.mcp_revision.as_deref(), Some("2025-06-18"));
+        assert_eq!(
+            (h.version_str(), h.instructions.as_deref()),
+            ("mcp", Some("hi"))
+        );
+    }
+}
