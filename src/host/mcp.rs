@@ -23,16 +23,16 @@ use crate::protocol::ProtocolVersion;
 
 /// The MCP revisions this host speaks, oldest first (all of them use the `initialize`
 /// handshake; 2026-07-28's stateless requests are not spoken).
-pub(crate) const REVISIONS: [&str; 4] = ["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"];
+pub const REVISIONS: [&str; 4] = ["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"];
 /// The revision the host proposes in its MCP `initialize`.
-pub(crate) const PROPOSED: &str = "2025-11-25";
+pub const PROPOSED: &str = "2025-11-25";
 /// Most `tools/list` pages read for one `describe`: a server whose cursors never end
 /// cannot keep the host reading (each page is bounded by the frame cap).
 const MAX_PAGES: usize = 100;
 
 /// Whether a `protocolVersion` is an MCP revision's date (`YYYY-MM-DD`); Executa's are
-/// `2.0` and `1.1`.
-pub(crate) fn is_dated(version: &str) -> bool {
+/// `2.0` and `1.1`. Never blocks.
+pub fn is_dated(version: &str) -> bool {
     let b = version.as_bytes();
     b.len() == 10
         && b.iter().enumerate().all(|(i, c)| match i {
@@ -44,8 +44,8 @@ pub(crate) fn is_dated(version: &str) -> bool {
 /// Whether an error answering the Executa `initialize` reads like a refusal of its
 /// version ("unsupported protocol version"), which an MCP server may send instead of
 /// naming its own revision: [`Protocol::Auto`](super::Protocol::Auto) then retries once
-/// in MCP form.
-pub(super) fn suggests_version(e: &RpcError) -> bool {
+/// in MCP form. Never blocks.
+pub fn suggests_version(e: &RpcError) -> bool {
     e.message.to_ascii_lowercase().contains("version")
 }
 
@@ -216,7 +216,7 @@ impl PluginProcess {
 /// An MCP `initialize` result as a [`Handshake`]: the revision (one of [`REVISIONS`],
 /// else an [`Error::Protocol`]), `serverInfo`, the server's `capabilities` and its
 /// `instructions`.
-fn read_handshake(raw: &RawValue, elapsed: Duration) -> Result<Handshake> {
+pub(super) fn read_handshake(raw: &RawValue, elapsed: Duration) -> Result<Handshake> {
     let v: Value = serde_json::from_str(raw.get())?;
     let revision = v.get("protocolVersion").and_then(Value::as_str);
     let Some(revision) = revision.filter(|r| REVISIONS.contains(r)) else {

@@ -5,6 +5,7 @@
 //! schema is kept beside it, in the tool's `extra`).
 
 use std::collections::HashSet;
+use std::time::Duration;
 
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
@@ -45,6 +46,17 @@ pub(crate) fn manifest(handshake: Option<&Handshake>, tools: &RawValue) -> Resul
             .unwrap_or_default(),
         ..Manifest::default()
     })
+}
+
+/// The manifest of an MCP server from its raw `initialize` result and the tools of every
+/// `tools/list` page, as [`PluginProcess::describe`](super::PluginProcess::describe) makes it: for drivers
+/// that read the server's pipes themselves (`executa bench`). An `initialize` result
+/// naming a revision outside [`REVISIONS`](super::mcp::REVISIONS), or a tool without a
+/// string `name`, is an [`Error::Protocol`]. Never blocks.
+pub fn manifest_of(initialize_result: &RawValue, tools: Vec<Value>) -> Result<Manifest> {
+    let handshake = super::mcp::read_handshake(initialize_result, Duration::ZERO)?;
+    let tools = serde_json::value::to_raw_value(&serde_json::json!({ "tools": tools }))?;
+    manifest(Some(&handshake), &tools)
 }
 
 /// One MCP tool: its description (else its title), its parameters from `inputSchema`,

@@ -102,6 +102,14 @@ pub use client::Host;
 pub use command::PluginCommand;
 pub use context::{InvokeOptions, new_invoke_id};
 pub use dispatch::Handlers;
+/// MCP pieces for drivers that speak to an MCP server over pipes they own (`executa
+/// bench`): the revisions spoken and proposed, how an `initialize` answer is read, and the
+/// manifest made from `tools/list`, the same as [`Host`]'s.
+pub use mcp::{
+    PROPOSED as MCP_PROPOSED, REVISIONS as MCP_REVISIONS, is_dated as is_mcp_revision,
+    suggests_version as suggests_mcp,
+};
+pub use mcp_manifest::manifest_of as mcp_manifest;
 pub use options::{HostOptions, Protocol, RestartPolicy, ShutdownPolicy, StderrRelay};
 pub use process::PluginProcess;
 pub use sample_args::sample_arguments;

@@ -12,8 +12,8 @@ use serde_json::Value;
 use crate::bench_driver::{Load, Run, Session, Timeouts};
 use crate::bench_proc::{self, CpuSnapshot};
 use crate::bench_report::summarize;
-use crate::bench_spec::{self, Choice, PluginSpec, Protocol, Target};
-use crate::cli::{Args, Common, Usage, count, json_arg, unknown};
+use crate::bench_spec::{self, Choice, PluginSpec, Target};
+use crate::cli::{Args, Common, Usage, count, json_arg, protocol, unknown};
 
 pub const HELP: &str = "\
 executa bench: round-trip latency, throughput, CPU and memory of a tool
@@ -56,11 +56,13 @@ PROTOCOLS:
               `sampling/createMessage` is answered with the last user message's text
               ({role: assistant, content: {type: text, text}, model, stopReason: endTurn}),
               `ping` with {}.
-    auto      Executa's `initialize`, then whatever the answer says: a dated
-              protocolVersion (an MCP server answers an unknown revision with its own) is
-              MCP, as is an error other than -32601 when an MCP `initialize` sent next is
-              answered; anything else is Executa. An executa plugin built with the `mcp`
-              feature is Executa here: `--protocol mcp` benches its MCP side.
+    auto      Executa's `initialize`, then whatever the answer says, as `executa call`
+              reads it: a dated protocolVersion is an MCP server (which answers a
+              revision it does not know with its own; one it does not speak gets an MCP
+              `initialize`), as is an error naming the version when an MCP `initialize`
+              sent next is answered; anything else is Executa. An executa plugin built
+              with the `mcp` feature is Executa here: `--protocol mcp` benches its MCP
+              side.
 
 OPTIONS:
     --requests N         invokes to time per round [1000]
@@ -129,10 +131,7 @@ pub fn run(mut args: Args) -> Result<ExitCode, Usage> {
             "--concurrency" => s.concurrency = count(&flag, &args.value(&flag, inline)?)?,
             "--tool" => choice.tool = Some(args.value(&flag, inline)?),
             "--args" => choice.args = Some(json_arg(&flag, &args.value(&flag, inline)?)?),
-            "--protocol" => {
-                choice.protocol =
-                    Some(Protocol::parse(&args.value(&flag, inline)?).map_err(Usage::Error)?)
-            }
+            "--protocol" => choice.protocol = Some(protocol(&flag, &args.value(&flag, inline)?)?),
             "--warmup" => {
                 let text = args.value(&flag, inline)?;
                 s.warmup = Some(text.parse().map_err(|_| {

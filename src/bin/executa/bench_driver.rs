@@ -13,14 +13,14 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{RecvTimeoutError, Sender, bounded};
-use executa::Manifest;
-use executa::host::{Handlers, ShutdownPolicy, shutdown_child};
+use executa::host::{Handlers, Protocol, ShutdownPolicy, shutdown_child};
 use executa::wire::{self, Message};
+use executa::{Manifest, RpcError};
 use serde_json::json;
 use serde_json::value::RawValue;
 
-use crate::bench_mcp;
-use crate::bench_spec::{Protocol, Target};
+use crate::bench_mcp::{self, Revision};
+use crate::bench_spec::Target;
 use crate::bench_wire::{InvokeParts, Responder, Wire, request_frame};
 
 /// What one timed run measured.
@@ -121,44 +121,40 @@ impl Session {
     }
 
     /// Executa: `initialize` (v2, with the sampling capability; a 1.1 plugin answers
-    /// -32601 and the run goes on), then `describe`. MCP: `initialize` with a dated
-    /// revision, `notifications/initialized`, then `tools/list`. `auto` sends Executa's
-    /// `initialize` and reads the answer: a dated `protocolVersion` is an MCP server
-    /// (which answers a revision it does not know with its own), and so is an error other
-    /// than -32601 when an MCP `initialize` sent after it succeeds; anything else is
-    /// Executa.
+    /// -32601 and the run goes on), then `describe`. MCP: `initialize` proposing the
+    /// host's revision, `notifications/initialized`, then `tools/list` (every page).
+    /// `auto` reads the answer to Executa's `initialize` as `executa::host` does: a dated
+    /// revision it speaks is adopted; another dated one (an MCP server answers a revision
+    /// it does not know with its own) or an error that names the version gets one MCP
+    /// `initialize`; anything else is Executa.
     fn handshake(&mut self, protocol: Protocol, t: &Timeouts) -> Result<(), String> {
-        let init = if protocol == Protocol::Mcp {
-            bench_mcp::initialize_params()
-        } else {
-            json!({
-                "protocolVersion": "2.0",
-                "clientInfo": { "name": "executa-bench", "version": env!("CARGO_PKG_VERSION") },
-                "capabilities": {
-                    "sampling": { "modalities": ["text"], "maxTokensPerCall": 8192, "maxCallsPerInvoke": 8 }
-                }
-            })
-        };
-        let answer = self.request("initialize", &init, t.initialize);
-        let mcp = match (protocol, answer) {
-            (Protocol::Executa, _) => None,
-            (Protocol::Mcp, answer) => {
-                let result = answer?.map_err(|e| format!("initialize failed: {}", e.get()))?;
-                match bench_mcp::revision(&result)? {
-                    Some(v) => Some((result, v)),
-                    None => return Err(format!("not an MCP initialize result: {}", result.get())),
-                }
+        let executa_init = json!({
+            "protocolVersion": "2.0",
+            "clientInfo": { "name": "executa-bench", "version": env!("CARGO_PKG_VERSION") },
+            "capabilities": {
+                "sampling": { "modalities": ["text"], "maxTokensPerCall": 8192, "maxCallsPerInvoke": 8 }
             }
-            (Protocol::Auto, Ok(Ok(result))) => bench_mcp::revision(&result)?.map(|v| (result, v)),
-            (Protocol::Auto, Ok(Err(error))) if !is_method_not_found(&error) => {
-                let again =
-                    self.request("initialize", &bench_mcp::initialize_params(), t.initialize);
-                match again {
-                    Ok(Ok(result)) => bench_mcp::revision(&result)?.map(|v| (result, v)),
-                    _ => None,
-                }
+        });
+        let mcp = match protocol {
+            Protocol::Executa => {
+                let _ = self.request("initialize", &executa_init, t.initialize);
+                None
             }
-            (Protocol::Auto, _) => None,
+            Protocol::Mcp => Some(self.initialize_mcp(t)?),
+            Protocol::Auto => match self.request("initialize", &executa_init, t.initialize) {
+                Ok(Ok(result)) => match bench_mcp::revision(&result) {
+                    Revision::Spoken(v) => Some((result, v)),
+                    Revision::Other(_) => Some(self.initialize_mcp(t)?),
+                    Revision::None => None,
+                },
+                Ok(Err(error))
+                    if serde_json::from_str::<RpcError>(error.get())
+                        .is_ok_and(|e| executa::host::suggests_mcp(&e)) =>
+                {
+                    self.initialize_mcp(t).ok()
+                }
+                _ => None,
+            },
         };
         let Some((init, revision)) = mcp else {
             let manifest = self
@@ -183,13 +179,29 @@ impl Session {
             let page: bench_mcp::ToolsPage = serde_json::from_str(page.get())
                 .map_err(|e| format!("unreadable tools/list result: {e}"))?;
             tools.extend(page.tools);
-            cursor = page.next_cursor;
+            cursor = page.next_cursor.filter(|c| !c.is_empty());
             if cursor.is_none() {
                 break;
             }
         }
-        self.manifest = bench_mcp::manifest(&init, &tools);
+        self.manifest = bench_mcp::manifest(&init, tools)?;
         Ok(())
+    }
+
+    /// An MCP `initialize`: its result and the revision it names, which must be one the
+    /// bench speaks.
+    fn initialize_mcp(&mut self, t: &Timeouts) -> Result<(Box<RawValue>, String), String> {
+        let result = self
+            .request("initialize", &bench_mcp::initialize_params(), t.initialize)?
+            .map_err(|e| format!("initialize failed: {}", e.get()))?;
+        match bench_mcp::revision(&result) {
+            Revision::Spoken(v) => Ok((result, v)),
+            _ => Err(format!(
+                "not an MCP initialize result with a revision executa bench speaks ({}): {}",
+                executa::host::MCP_REVISIONS.join(", "),
+                result.get()
+            )),
+        }
     }
 
     /// The plugin's process id (its process group's, too).
@@ -616,13 +628,6 @@ fn read_replies(
         }
     }
     Ok(())
-}
-
-/// Whether an error object is -32601 (method not found): a 1.1 Executa plugin's answer to
-/// `initialize`.
-fn is_method_not_found(error: &RawValue) -> bool {
-    serde_json::from_str::<serde_json::Value>(error.get())
-        .is_ok_and(|e| e.get("code").and_then(serde_json::Value::as_i64) == Some(-32601))
 }
 
 /// The total the progress line counts to, when it is shown.

@@ -6,65 +6,51 @@
 
 use std::borrow::Cow;
 
-use executa::manifest::ToolSpec;
+use executa::host::{MCP_PROPOSED, MCP_REVISIONS, is_mcp_revision};
 use executa::wire;
 use executa::{Manifest, RpcError};
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
-/// The revision the bench asks for.
-pub const REVISION: &str = "2025-11-25";
-/// The revisions it speaks when a server answers with another one.
-pub const ACCEPTED: [&str; 4] = ["2024-11-05", "2025-03-26", "2025-06-18", REVISION];
-
-/// `initialize`'s params: the revision, the sampling capability (answered by echo).
+/// `initialize`'s params: the revision the host proposes, the sampling capability
+/// (answered by echo).
 pub fn initialize_params() -> Value {
     json!({
-        "protocolVersion": REVISION,
+        "protocolVersion": MCP_PROPOSED,
         "capabilities": { "sampling": {} },
         "clientInfo": { "name": "executa-bench", "version": env!("CARGO_PKG_VERSION") }
     })
 }
 
-/// Whether `version` is a dated MCP revision (`YYYY-MM-DD`); Executa's are `2.0`/`1.1`.
-fn is_dated(version: &str) -> bool {
-    let b = version.as_bytes();
-    b.len() == 10
-        && b.iter().enumerate().all(|(i, c)| match i {
-            4 | 7 => *c == b'-',
-            _ => c.is_ascii_digit(),
-        })
+/// What an `initialize` answer says about the protocol.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Revision {
+    /// No dated `protocolVersion`: an Executa plugin's answer.
+    None,
+    /// A dated revision the bench speaks: the session is MCP.
+    Spoken(String),
+    /// A dated revision it does not speak (an MCP server answers a revision it does not
+    /// know, such as Executa's `2.0`, with its own newest): propose one in an MCP
+    /// `initialize`.
+    Other(String),
 }
 
 #[derive(Deserialize)]
 struct InitializeResult {
     #[serde(default, rename = "protocolVersion")]
     protocol_version: Option<String>,
-    #[serde(default, rename = "serverInfo")]
-    server_info: Option<ServerInfo>,
 }
 
-#[derive(Deserialize, Default)]
-struct ServerInfo {
-    #[serde(default)]
-    name: String,
-    #[serde(default)]
-    version: String,
-}
-
-/// The MCP revision an `initialize` result names: `Ok(None)` when it names no dated one
-/// (an Executa plugin's answer), an error when it is dated but not one the bench speaks.
-pub fn revision(result: &RawValue) -> Result<Option<String>, String> {
-    let r: InitializeResult = serde_json::from_str(result.get())
-        .map_err(|e| format!("unreadable initialize result ({e}): {}", result.get()))?;
-    match r.protocol_version {
-        Some(v) if is_dated(&v) && ACCEPTED.contains(&v.as_str()) => Ok(Some(v)),
-        Some(v) if is_dated(&v) => Err(format!(
-            "the server answered MCP revision {v}; executa bench speaks {}",
-            ACCEPTED.join(", ")
-        )),
-        _ => Ok(None),
+/// The revision an `initialize` result names.
+pub fn revision(result: &RawValue) -> Revision {
+    let version = serde_json::from_str::<InitializeResult>(result.get())
+        .ok()
+        .and_then(|r| r.protocol_version);
+    match version {
+        Some(v) if MCP_REVISIONS.contains(&v.as_str()) => Revision::Spoken(v),
+        Some(v) if is_mcp_revision(&v) => Revision::Other(v),
+        _ => Revision::None,
     }
 }
 
@@ -84,112 +70,10 @@ pub struct ToolsPage {
     pub next_cursor: Option<String>,
 }
 
-/// The manifest the bench reads: the server's name and version, and per tool its name,
-/// description and parameters (the `inputSchema` as Executa's parameter list, enough for
-/// placeholder arguments).
-pub fn manifest(init: &RawValue, tools: &[Value]) -> Manifest {
-    let info = serde_json::from_str::<InitializeResult>(init.get())
-        .ok()
-        .and_then(|r| r.server_info)
-        .unwrap_or_default();
-    Manifest {
-        name: info.name,
-        version: info.version,
-        tools: tools
-            .iter()
-            .map(|t| ToolSpec {
-                name: text(t, "name"),
-                description: text(t, "description"),
-                parameters: t.get("inputSchema").map_or(json!([]), parameters),
-                ..ToolSpec::default()
-            })
-            .collect(),
-        ..Manifest::default()
-    }
-}
-
-fn text(v: &Value, key: &str) -> String {
-    v.get(key).and_then(Value::as_str).unwrap_or("").to_owned()
-}
-
-/// A JSON Schema object's `properties` as a parameter list: each with its name and
-/// whether it is required, its schema otherwise kept (nested schemas resolved the same
-/// way), which is what [`executa::host::sample_arguments`] reads.
-fn parameters(schema: &Value) -> Value {
-    let required = required_names(schema);
-    let list = schema
-        .get("properties")
-        .and_then(Value::as_object)
-        .into_iter()
-        .flatten()
-        .map(|(name, prop)| {
-            let mut p = match plain(prop, schema, 0) {
-                Value::Object(m) => m,
-                _ => Map::new(),
-            };
-            p.insert("name".into(), json!(name));
-            p.insert("required".into(), json!(required.contains(&name.as_str())));
-            Value::Object(p)
-        })
-        .collect();
-    Value::Array(list)
-}
-
-fn required_names(schema: &Value) -> Vec<&str> {
-    schema
-        .get("required")
-        .and_then(Value::as_array)
-        .map(|r| r.iter().filter_map(Value::as_str).collect())
-        .unwrap_or_default()
-}
-
-/// `schema` with what the placeholder synthesis does not read made plain: a local `$ref`
-/// (`#/$defs/X`, as Pydantic writes nested models) replaced by its target, a `type` list
-/// or an `anyOf` reduced to its first non-null type; nested `properties` and `items` the
-/// same. `root` is the document `$ref`s point into; past 16 levels a schema is left as
-/// it is.
-fn plain(schema: &Value, root: &Value, depth: usize) -> Value {
-    if depth > 16 {
-        return schema.clone();
-    }
-    if let Some(target) = schema
-        .get("$ref")
-        .and_then(Value::as_str)
-        .and_then(|r| r.strip_prefix('#'))
-        .and_then(|pointer| root.pointer(pointer))
-    {
-        return plain(target, root, depth + 1);
-    }
-    let Some(map) = schema.as_object() else {
-        return schema.clone();
-    };
-    if let Some(first) = map.get("anyOf").and_then(Value::as_array).and_then(|alts| {
-        alts.iter()
-            .find(|a| a.get("type").and_then(Value::as_str) != Some("null"))
-    }) {
-        let mut merged = plain(first, root, depth + 1);
-        if let (Value::Object(m), Some(d)) = (&mut merged, map.get("default")) {
-            m.insert("default".into(), d.clone());
-        }
-        return merged;
-    }
-    let mut out = map.clone();
-    if let Some(Value::Array(types)) = map.get("type")
-        && let Some(t) = types.iter().find(|t| t.as_str() != Some("null"))
-    {
-        out.insert("type".into(), t.clone());
-    }
-    if let Some(items) = map.get("items") {
-        out.insert("items".into(), plain(items, root, depth + 1));
-    }
-    if let Some(Value::Object(props)) = map.get("properties") {
-        let props = props
-            .iter()
-            .map(|(k, v)| (k.clone(), plain(v, root, depth + 1)))
-            .collect();
-        out.insert("properties".into(), Value::Object(props));
-    }
-    Value::Object(out)
+/// The manifest the bench reads (tool names, parameter lists for placeholder arguments),
+/// made as the host makes it ([`executa::host::mcp_manifest`]).
+pub fn manifest(init: &RawValue, tools: Vec<Value>) -> Result<Manifest, String> {
+    executa::host::mcp_manifest(init, tools).map_err(|e| e.to_string())
 }
 
 /// The `tools/call` frame after its id: `,"method":"tools/call","params":{...}}` and the
@@ -324,23 +208,23 @@ mod tests {
 
     #[test]
     fn dated_revisions_are_mcp_and_only_known_ones_are_spoken() {
-        for v in ACCEPTED {
-            assert_eq!(
-                revision(&raw(json!({"protocolVersion": v}))).unwrap(),
-                Some(v.to_owned())
-            );
+        for v in MCP_REVISIONS {
+            let r = revision(&raw(json!({"protocolVersion": v})));
+            assert_eq!(r, Revision::Spoken(v.to_owned()));
         }
-        assert!(revision(&raw(json!({"protocolVersion": "2099-01-01"}))).is_err());
-        for executa in [json!({"protocolVersion": "2.0"}), json!({})] {
-            assert_eq!(revision(&raw(executa)).unwrap(), None);
+        let newer = revision(&raw(json!({"protocolVersion": "2099-01-01"})));
+        assert_eq!(newer, Revision::Other("2099-01-01".to_owned()));
+        for executa in [json!({"protocolVersion": "2.0"}), json!({}), json!([])] {
+            assert_eq!(revision(&raw(executa)), Revision::None);
         }
     }
 
+    /// The host's manifest of an MCP server gives the placeholder synthesis what it reads:
+    /// required properties, `$ref`s, `Optional` types and defaults.
     #[test]
-    fn input_schemas_become_parameter_lists_for_placeholders() {
-        let tools = [json!({
+    fn placeholders_come_from_input_schemas() {
+        let tools = vec![json!({
             "name": "order",
-            "description": "places one",
             "inputSchema": {
                 "type": "object",
                 "$defs": {"Item": {"type": "object", "properties": {
@@ -350,19 +234,17 @@ mod tests {
                     "items": {"type": "array", "items": {"$ref": "#/$defs/Item"}},
                     "speed": {"type": "string", "enum": ["normal", "express"]},
                     "limit": {"anyOf": [{"type": "integer"}, {"type": "null"}], "default": 3},
-                    "tag": {"type": ["string", "null"]},
                     "note": {"type": "string"}
                 },
-                "required": ["items", "speed", "tag"]
+                "required": ["items", "speed"]
             }
         })];
-        let init = raw(json!({"serverInfo": {"name": "py", "version": "1.0"}}));
-        let m = manifest(&init, &tools);
-        assert_eq!((m.name.as_str(), m.version.as_str()), ("py", "1.0"));
-        assert_eq!(m.tools[0].name, "order");
+        let init = raw(json!({"protocolVersion": MCP_PROPOSED, "serverInfo": {"name": "py"}}));
+        let m = manifest(&init, tools).unwrap();
+        assert_eq!((m.name.as_str(), m.tools[0].name.as_str()), ("py", "order"));
         assert_eq!(
             executa::host::sample_arguments(&m.tools[0]),
-            json!({"items": [{"qty": 1}], "speed": "normal", "limit": 3, "tag": "ping"})
+            json!({"items": [{"qty": 1}], "speed": "normal", "limit": 3})
         );
     }
 

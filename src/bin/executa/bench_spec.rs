@@ -2,30 +2,11 @@
 //! shared `--tool`, `--args`, `--protocol`), `--plugin NAME=CMD` followed by its own, or a
 //! JSON spec file (`--spec FILE`) with one entry per plugin.
 
+use executa::host::Protocol;
 use serde::Deserialize;
 use serde_json::Value;
 
-/// The protocol asked for on the command line.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Protocol {
-    Executa,
-    Mcp,
-    /// Read from the plugin's answer to `initialize` (`bench_driver.rs`).
-    Auto,
-}
-
-impl Protocol {
-    pub fn parse(text: &str) -> Result<Protocol, String> {
-        match text {
-            "executa" => Ok(Protocol::Executa),
-            "mcp" => Ok(Protocol::Mcp),
-            "auto" => Ok(Protocol::Auto),
-            _ => Err(format!(
-                "`--protocol` takes executa, mcp or auto, got {text:?}"
-            )),
-        }
-    }
-}
+use crate::cli::{self, Usage};
 
 /// What each plugin may set for itself; what it leaves unset comes from the defaults.
 #[derive(Clone, Default)]
@@ -131,9 +112,13 @@ pub fn read_spec_file(path: &str) -> Result<Vec<PluginSpec>, String> {
                     protocol: e
                         .protocol
                         .as_deref()
-                        .map(Protocol::parse)
+                        .map(|p| cli::protocol("protocol", p))
                         .transpose()
-                        .map_err(at)?,
+                        .map_err(|u| {
+                            at(match u {
+                                Usage::Error(why) | Usage::Help(why) => why,
+                            })
+                        })?,
                 },
             })
         })
