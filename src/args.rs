@@ -219,6 +219,67 @@ pub(crate) fn disagreements(tool: &str, manual: &[Param], declared: &[Param]) ->
     out
 }
 
+/// The start-up check of one [`Tool::new`](crate::Tool::new) tool: adds to `problems` a
+/// line for each field its args type reads that its parameter list (the second argument)
+/// leaves out. A `fn` pointer made in `Tool::new`, so a plugin whose tools are all
+/// [`Tool::typed`](crate::Tool::typed) (complete lists by construction) holds none of it.
+pub(crate) type Unpublished = fn(&str, &[Param], &mut Vec<String>);
+
+/// The field names `A` reads (`FIELDS` of its derived `Deserialize`), or none when it is
+/// not a plain struct (a `Value`, a map, an enum): a derived struct `Deserialize` hands its field list to
+/// `deserialize_struct`, which [`Introspect`] keeps before refusing; anything else is
+/// refused without a list. Nothing is parsed, and only `deserialize_struct` and
+/// `deserialize_any` are instantiated per type.
+pub(crate) fn field_names<A: serde::de::DeserializeOwned>() -> &'static [&'static str] {
+    let mut fields: &'static [&'static str] = &[];
+    let _ = A::deserialize(Introspect(&mut fields));
+    fields
+}
+
+/// Adds to `problems` a line for each of the args type's `fields` that `published` does
+/// not list: what the model would never be told about.
+pub(crate) fn unpublished(
+    tool: &str,
+    fields: &[&str],
+    published: &[Param],
+    problems: &mut Vec<String>,
+) {
+    for field in fields {
+        if published.iter().all(|p| p.name != *field) {
+            problems.push(format!(
+                "tool `{tool}`: field `{field}` of its args type is not published: declare the \
+                 type with `args!` and use `Tool::typed`, or add `.param(...)`"
+            ));
+        }
+    }
+}
+
+struct Introspect<'a>(&'a mut &'static [&'static str]);
+
+impl<'de> serde::Deserializer<'de> for Introspect<'_> {
+    type Error = serde_json::Error;
+
+    fn deserialize_any<V: serde::de::Visitor<'de>>(self, _: V) -> Result<V::Value, Self::Error> {
+        Err(serde::de::Error::custom("not a struct"))
+    }
+
+    fn deserialize_struct<V: serde::de::Visitor<'de>>(
+        self,
+        _name: &'static str,
+        fields: &'static [&'static str],
+        _visitor: V,
+    ) -> Result<V::Value, Self::Error> {
+        *self.0 = fields;
+        Err(serde::de::Error::custom("introspected"))
+    }
+
+    serde::forward_to_deserialize_any! {
+        bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string bytes byte_buf
+        option unit unit_struct newtype_struct seq tuple tuple_struct map enum identifier
+        ignored_any
+    }
+}
+
 fn required_word(required: bool) -> &'static str {
     if required { "required" } else { "optional" }
 }

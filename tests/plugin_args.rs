@@ -203,6 +203,50 @@ fn a_hand_list_that_disagrees_with_the_args_type_refuses_to_start() {
 }
 
 #[test]
+fn a_typed_tool_without_parameters_refuses_to_start_naming_each_field() {
+    // The README's old reverse-call example: a plain serde struct and no parameter list,
+    // so the manifest said `"parameters": []` while `text` was required.
+    #[derive(serde::Deserialize)]
+    #[allow(dead_code)]
+    struct Plain {
+        text: String,
+        #[serde(rename = "maxWords")]
+        max_words: Option<u32>,
+        #[serde(skip)]
+        internal: u8,
+    }
+    let summarize = |_: Plain, _: &Invocation| Ok::<_, ToolError>(json!({}));
+    let plugin = Plugin::new("s", "0.1.0")
+        .description("d")
+        .tool(Tool::new("summarize", "d", summarize));
+    let err = plugin.serve(std::io::empty(), std::io::sink());
+    let Err(Error::InvalidPlugin(problems)) = err else {
+        panic!("expected InvalidPlugin, got {err:?}");
+    };
+    assert_eq!(
+        problems,
+        vec![
+            "tool `summarize`: field `text` of its args type is not published: declare the type \
+             with `args!` and use `Tool::typed`, or add `.param(...)`",
+            "tool `summarize`: field `maxWords` of its args type is not published: declare the \
+             type with `args!` and use `Tool::typed`, or add `.param(...)`",
+        ]
+    );
+    // Declared by hand, the same type starts; so do free-form and argument-less tools.
+    let plugin = Plugin::new("s", "0.1.0").description("d").tool(
+        Tool::new("summarize", "d", summarize)
+            .param(Param::string("text", "t"))
+            .param(Param::integer("maxWords", "m").optional()),
+    );
+    let free = |_: Value, _: &Invocation| Ok::<_, ToolError>(json!({}));
+    let none = |_: serde::de::IgnoredAny, _: &Invocation| Ok::<_, ToolError>(json!({}));
+    let plugin = plugin
+        .tool(Tool::new("free", "d", free))
+        .tool(Tool::new("none", "d", none));
+    assert!(plugin.serve(std::io::empty(), std::io::sink()).is_ok());
+}
+
+#[test]
 fn a_manifest_the_platform_rejects_refuses_to_start_once_per_problem() {
     let nothing = |_: serde::de::IgnoredAny, _: &Invocation| Ok::<_, ToolError>(json!({}));
     let plugin = Plugin::new("bad", "1.0")
