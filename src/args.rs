@@ -52,6 +52,12 @@ use crate::manifest::{Param, ParamType};
 
 /// An argument type whose manifest parameter list is known: implemented by [`args!`](crate::args!)
 /// structs; give it to [`Tool::typed`](crate::Tool::typed).
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` has no parameter list for `Tool::typed`",
+    label = "not declared with `executa::args!`",
+    note = "declare `{Self}` inside `executa::args! {{ ... }}` (it derives `Deserialize` and the \
+            parameter list from the same lines), or use `Tool::new` with a `.param(...)` list"
+)]
 pub trait Args {
     /// The tool's `parameters`, one per field, in declaration order.
     fn params() -> Vec<Param>;
@@ -60,6 +66,13 @@ pub trait Args {
 /// A Rust type that maps to a parameter type: strings, numbers, booleans, `Option<T>`
 /// (optional), `Vec<T>` (an array with item type), [`args!`](crate::args!) structs (objects with
 /// properties) and enums (strings with an `enum` list).
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` cannot be the type of an `args!` field: it has no parameter schema",
+    label = "a plain serde type, not declared with `executa::args!`",
+    note = "declare `{Self}` inside the same `executa::args! {{ ... }}` block (a struct with \
+            doc-commented fields, or a string enum `enum Speed {{ Normal = \"normal\" }}`) \
+            instead of `#[derive(Deserialize)]`; a free-form object is `serde_json::Map<String, Value>`"
+)]
 pub trait ParamSchema {
     /// Whether the field may be left out (true for `Option`).
     const OPTIONAL: bool = false;
@@ -337,6 +350,13 @@ pub mod __private {
 
     /// A value usable as the default of a field of type `T`: a `T`, or a `&str` for a
     /// `String` field (so `name: String = "x"` reads naturally).
+    #[diagnostic::on_unimplemented(
+        message = "`{Self}` is not a default for an `args!` field of type `{T}`",
+        label = "write the default as a `{T}` value",
+        note = "a default is a value of the field's own type: for an `args!` enum the variant \
+                (`Speed::Normal`), not its wire string (`\"normal\"`); a string literal is \
+                accepted only for `String` fields"
+    )]
     pub trait DefaultFor<T> {
         /// The value, serializable.
         fn serialize_as(&self) -> Result<String, serde_json::Error>;

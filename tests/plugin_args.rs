@@ -216,9 +216,10 @@ fn a_typed_tool_without_parameters_refuses_to_start_naming_each_field() {
         internal: u8,
     }
     let summarize = |_: Plain, _: &Invocation| Ok::<_, ToolError>(json!({}));
-    let plugin = Plugin::new("s", "0.1.0")
-        .description("d")
-        .tool(Tool::new("summarize", "d", summarize));
+    let plugin =
+        Plugin::new("s", "0.1.0")
+            .description("d")
+            .tool(Tool::new("summarize", "d", summarize));
     let err = plugin.serve(std::io::empty(), std::io::sink());
     let Err(Error::InvalidPlugin(problems)) = err else {
         panic!("expected InvalidPlugin, got {err:?}");
