@@ -11,7 +11,11 @@
 //! (a failed check, `success: false`, an error), 2 a usage error or a plugin that would not
 //! start.
 
-// A binary's root looks for modules beside itself; ours live in `executa/`.
+// A binary's root looks for modules beside itself; ours live in `executa/`. `cli` comes
+// first: its `local_help!` is used by the commands' help texts.
+#[macro_use]
+#[path = "executa/cli.rs"]
+mod cli;
 #[path = "executa/bench.rs"]
 mod bench;
 #[path = "executa/bench_driver.rs"]
@@ -22,8 +26,6 @@ mod bench_scan;
 mod call;
 #[path = "executa/check.rs"]
 mod check;
-#[path = "executa/cli.rs"]
-mod cli;
 #[path = "executa/describe.rs"]
 mod describe;
 
