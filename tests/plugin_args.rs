@@ -176,6 +176,15 @@ fn invalid_arguments_name_the_full_path() {
     p.wait_stopped();
 }
 
+/// Why `plugin` refuses to start.
+fn refusal(plugin: Plugin) -> Vec<String> {
+    let err = plugin.serve(std::io::empty(), std::io::sink());
+    let Err(Error::InvalidPlugin(problems)) = err else {
+        panic!("expected InvalidPlugin, got {err:?}");
+    };
+    problems
+}
+
 #[test]
 fn a_hand_list_that_disagrees_with_the_args_type_refuses_to_start() {
     let plugin = Plugin::new("shop", "0.1.0").description("d").tool(
@@ -186,10 +195,7 @@ fn a_hand_list_that_disagrees_with_the_args_type_refuses_to_start() {
             .param(Param::integer("priority", "p"))
             .param(Param::integer("quantity", "q").optional()),
     );
-    let err = plugin.serve(std::io::empty(), std::io::sink());
-    let Err(Error::InvalidPlugin(problems)) = err else {
-        panic!("expected InvalidPlugin, got {err:?}");
-    };
+    let problems = refusal(plugin);
     assert_eq!(
         problems,
         vec![
@@ -220,10 +226,7 @@ fn a_typed_tool_without_parameters_refuses_to_start_naming_each_field() {
         Plugin::new("s", "0.1.0")
             .description("d")
             .tool(Tool::new("summarize", "d", summarize));
-    let err = plugin.serve(std::io::empty(), std::io::sink());
-    let Err(Error::InvalidPlugin(problems)) = err else {
-        panic!("expected InvalidPlugin, got {err:?}");
-    };
+    let problems = refusal(plugin);
     assert_eq!(
         problems,
         vec![
@@ -259,10 +262,7 @@ fn a_manifest_the_platform_rejects_refuses_to_start_once_per_problem() {
                 .param(Param::string("x", "again")),
         )
         .tool(Tool::new("a", "d", nothing));
-    let err = plugin.serve(std::io::empty(), std::io::sink());
-    let Err(Error::InvalidPlugin(problems)) = err else {
-        panic!("expected InvalidPlugin, got {err:?}");
-    };
+    let problems = refusal(plugin);
     assert_eq!(problems.len(), 4, "{problems:#?}");
     for needle in [
         "`version` \"1.0\" is not SemVer",

@@ -226,17 +226,10 @@ impl Service for CommandSampling {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::id::Id;
     use serde_json::json;
 
     fn ask(s: &CommandSampling, params: Value) -> Result<Value, RpcError> {
-        s.call(&ReverseCall {
-            method: "sampling/createMessage".into(),
-            params,
-            invoke_id: Some("i-1".into()),
-            client_timeout: None,
-            id: Id::number(1),
-        })
+        super::super::test_call(s, "sampling/createMessage", params)
     }
 
     fn one(text: &str) -> Value {

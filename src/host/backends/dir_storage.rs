@@ -120,19 +120,9 @@ impl Service for DirStorage {
 
 #[cfg(test)]
 mod tests {
+    use super::super::test_call as call;
     use super::*;
-    use crate::id::Id;
     use serde_json::json;
-
-    fn call(s: &DirStorage, method: &str, params: Value) -> std::result::Result<Value, RpcError> {
-        s.call(&ReverseCall {
-            method: method.into(),
-            params,
-            invoke_id: None,
-            client_timeout: None,
-            id: Id::number(1),
-        })
-    }
 
     #[test]
     fn entries_survive_reopening_with_their_etags() {

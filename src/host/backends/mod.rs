@@ -15,3 +15,19 @@ pub use command::{CommandSampling, DEFAULT_COMMAND_TIMEOUT, DEFAULT_MAX_OUTPUT};
 pub use dir_storage::{DirStorage, STORAGE_FILE};
 pub use sampling::ScriptedSampling;
 pub use storage::{MAX_ENTRIES, MAX_VALUE_BYTES, MemoryStorage};
+
+/// One call to a backend, as a test makes it.
+#[cfg(test)]
+fn test_call(
+    service: &dyn crate::host::service::Service,
+    method: &str,
+    params: serde_json::Value,
+) -> Result<serde_json::Value, crate::error::RpcError> {
+    service.call(&crate::host::service::ReverseCall {
+        method: method.into(),
+        params,
+        invoke_id: Some("test-invoke".into()),
+        client_timeout: None,
+        id: crate::id::Id::number(1),
+    })
+}

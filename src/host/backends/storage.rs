@@ -446,18 +446,8 @@ fn fnv1a(bytes: &[u8]) -> u64 {
 
 #[cfg(test)]
 mod tests {
+    use super::super::test_call as call;
     use super::*;
-    use crate::id::Id;
-
-    fn call(s: &MemoryStorage, method: &str, params: Value) -> Result<Value, RpcError> {
-        s.call(&ReverseCall {
-            method: method.into(),
-            params,
-            invoke_id: None,
-            client_timeout: None,
-            id: Id::number(1),
-        })
-    }
 
     #[test]
     fn get_set_etag_if_match_delete() {
