@@ -128,6 +128,8 @@ fn check_gives_a_plugin_that_refuses_to_start_one_verdict_with_its_reason() {
         "`version` \"1.0\" is not SemVer",
         "parameter `qty` in .param(...) is not a field of the args type",
         "unknown capability \"storage.user\"",
+        "tool `note`: field `text` of its args type is not published",
+        "did you mean `llm.sample`?",
     ] {
         assert_eq!(failed[0].matches(reason).count(), 1, "{reason}: {text}");
     }

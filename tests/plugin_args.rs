@@ -294,9 +294,11 @@ fn the_binary_exits_2_naming_each_problem_also_for_describe() {
             .lines()
             .filter(|l| l.starts_with("executa: invalid plugin definition: "))
             .collect();
-        assert_eq!(lines.len(), 5, "{stderr}");
+        assert_eq!(lines.len(), 7, "{stderr}");
         for needle in [
             "field `quantity` of the args type is missing",
+            "tool `note`: field `text` of its args type is not published",
+            "\"llm.samples\"; did you mean `llm.sample`?",
             "parameter `qty` in .param(...) is not a field",
             "is not SemVer",
             "appears more than once",
