@@ -97,7 +97,10 @@ pub use self::core::{HostState, HostStatus};
 /// The manifest lint, shared with the plugin runtime (which runs it at start-up).
 pub use crate::lint;
 pub use affinity::{cpu_affinity, set_cpu_affinity};
-pub use backends::{MAX_ENTRIES, MAX_VALUE_BYTES, MemoryStorage, ScriptedSampling};
+pub use backends::{
+    CommandSampling, DEFAULT_COMMAND_TIMEOUT, DEFAULT_MAX_OUTPUT, DirStorage, MAX_ENTRIES,
+    MAX_VALUE_BYTES, MemoryStorage, STORAGE_FILE, ScriptedSampling,
+};
 pub use client::Host;
 pub use command::PluginCommand;
 pub use context::{InvokeOptions, new_invoke_id};
