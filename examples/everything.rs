@@ -14,51 +14,59 @@ use serde_json::{Map, Value, json};
 
 type Reply = Result<Value, ToolError>;
 
-#[derive(Deserialize)]
-struct SleepArgs {
-    ms: u64,
+// Each tool's arguments and their manifest entries, declared once.
+executa::args! {
+    struct SleepArgs {
+        /// Milliseconds
+        ms: u64,
+    }
+
+    struct FailArgs {
+        /// Error text
+        message: String,
+    }
+
+    struct BigArgs {
+        /// Blob size
+        bytes: usize,
+    }
+
+    struct TextArgs {
+        /// Text
+        text: String,
+    }
+
+    struct PromptArgs {
+        /// The prompt
+        prompt: String,
+        /// Token cap
+        max_tokens: u64 = 256,
+    }
+
+    struct KeyArgs {
+        /// Key
+        key: String,
+    }
+
+    struct StepsArgs {
+        /// How many events
+        steps: u64,
+    }
+
+    struct SchemaDemoArgs {
+        /// Any JSON object
+        anything: Option<Map<String, Value>>,
+        /// Tags
+        tags: Option<Vec<String>>,
+    }
 }
 
-#[derive(Deserialize)]
-struct FailArgs {
-    message: String,
-}
-
-#[derive(Deserialize)]
-struct BigArgs {
-    bytes: usize,
-}
-
-#[derive(Deserialize)]
-struct TextArgs {
-    text: String,
-}
-
-#[derive(Deserialize)]
-struct PromptArgs {
-    prompt: String,
-    #[serde(default = "default_max_tokens")]
-    max_tokens: u64,
-}
-
-fn default_max_tokens() -> u64 {
-    256
-}
-
+/// The one hand-written parameter list (the escape hatch, for what `args!` cannot say):
+/// `value` takes any JSON value, which no Rust field type of `args!` describes.
 #[derive(Deserialize)]
 struct RememberArgs {
     key: String,
     value: Value,
-}
-
-#[derive(Deserialize)]
-struct KeyArgs {
-    key: String,
-}
-
-#[derive(Deserialize)]
-struct StepsArgs {
-    steps: u64,
 }
 
 fn echo(args: Map<String, Value>, _: &Invocation) -> Result<Map<String, Value>, ToolError> {
@@ -131,7 +139,6 @@ fn main() {
 
 /// The plugin, apart from `main` so its tests run it in-process.
 fn plugin() -> Plugin {
-    let any = |name: &str| Param::object(name, "Any JSON value").optional();
     Plugin::new("everything", "1.0.0")
         .description("Reference plugin exercising every executa feature")
         .capability("llm.sample")
@@ -142,68 +149,51 @@ fn plugin() -> Plugin {
             "Returns its arguments object as data",
             echo,
         ))
-        .tool(
-            Tool::new("sleep", "Sleeps, then says how long", sleep)
-                .param(Param::integer("ms", "Milliseconds")),
-        )
-        .tool(
-            Tool::new("fail", "Fails with the given message", fail)
-                .param(Param::string("message", "Error text")),
-        )
+        .tool(Tool::typed("sleep", "Sleeps, then says how long", sleep))
+        .tool(Tool::typed("fail", "Fails with the given message", fail))
         .tool(Tool::new(
             "panic",
             "Panics (the runtime answers -32603)",
             panic,
         ))
-        .tool(
-            Tool::new("big", "Returns a blob of N ASCII bytes", big)
-                .param(Param::integer("bytes", "Blob size")),
-        )
-        .tool(
-            Tool::new("print", "println!s text (lands on stderr)", print)
-                .param(Param::string("text", "Text")),
-        )
-        .tool(
-            Tool::new("log", "Logs text as a warning (stderr)", log_line)
-                .param(Param::string("text", "Text")),
-        )
+        .tool(Tool::typed("big", "Returns a blob of N ASCII bytes", big))
+        .tool(Tool::typed(
+            "print",
+            "println!s text (lands on stderr)",
+            print,
+        ))
+        .tool(Tool::typed(
+            "log",
+            "Logs text as a warning (stderr)",
+            log_line,
+        ))
         .tool(Tool::new(
             "credentials",
             "Names the credentials present",
             credentials,
         ))
-        .tool(
-            Tool::new("sample", "One sampling call to the host's LLM", sample)
-                .param(Param::string("prompt", "The prompt"))
-                .param(Param::integer("max_tokens", "Token cap").default_value(256)),
-        )
+        .tool(Tool::typed(
+            "sample",
+            "One sampling call to the host's LLM",
+            sample,
+        ))
         .tool(
             Tool::new("remember", "storage/set in scope user", remember)
                 .param(Param::string("key", "Key"))
                 .param(Param::new("value", ParamType::Object, "Value (any JSON)")),
         )
-        .tool(
-            Tool::new("recall", "storage/get in scope user", recall)
-                .param(Param::string("key", "Key")),
-        )
-        .tool(
-            Tool::new("progress", "Sends N progress events", progress)
-                .param(Param::integer("steps", "How many events")),
-        )
+        .tool(Tool::typed("recall", "storage/get in scope user", recall))
+        .tool(Tool::typed("progress", "Sends N progress events", progress))
         .tool(Tool::new(
             "noop",
             "Does nothing (for latency benchmarks)",
             |_: serde::de::IgnoredAny, _: &Invocation| Ok::<_, ToolError>(json!({})),
         ))
-        .tool(
-            Tool::new(
-                "_schema_demo",
-                "Lists the parameter types",
-                |_: Value, _: &Invocation| Ok::<_, ToolError>(json!({})),
-            )
-            .param(any("anything"))
-            .param(Param::array("tags", ParamType::String, "Tags").optional()),
-        )
+        .tool(Tool::typed(
+            "_schema_demo",
+            "Lists the parameter types",
+            |_: SchemaDemoArgs, _: &Invocation| Ok::<_, ToolError>(json!({})),
+        ))
 }
 
 // `cargo test` runs these through tests/examples.rs: the plugin in-process, no binary.

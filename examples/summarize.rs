@@ -5,25 +5,22 @@
 //! --args '{"text":"..."}' -- target/debug/examples/summarize` (the in-memory sampling
 //! backend echoes the prompt).
 
-use executa::{CreateMessage, Error, Invocation, Param, Plugin, ResponseFormat, Tool, ToolError};
-use serde::Deserialize;
+use executa::{CreateMessage, Error, Invocation, Plugin, ResponseFormat, Tool, ToolError};
 use serde_json::{Value, json};
 
-#[derive(Deserialize)]
-struct Args {
-    text: String,
-    #[serde(default = "default_style")]
-    style: String,
-    #[serde(default = "default_words")]
-    max_words: u32,
-}
+executa::args! {
+    /// The tone of the summary.
+    enum Style { Neutral = "neutral", Casual = "casual", Formal = "formal" }
 
-fn default_style() -> String {
-    "neutral".into()
-}
-
-fn default_words() -> u32 {
-    80
+    /// The `summarize` tool's arguments.
+    struct Args {
+        /// The text to summarize
+        text: String,
+        /// Tone
+        style: Style = Style::Neutral,
+        /// Upper bound on the summary length
+        max_words: u32 = 80,
+    }
 }
 
 fn summarize(args: Args, ctx: &Invocation) -> Result<Value, ToolError> {
@@ -34,10 +31,15 @@ fn summarize(args: Args, ctx: &Invocation) -> Result<Value, ToolError> {
         "progress",
         &json!({ "stage": "asking the model", "chars": args.text.len() }),
     );
+    let style = match args.style {
+        Style::Neutral => "neutral",
+        Style::Casual => "casual",
+        Style::Formal => "formal",
+    };
     let request = CreateMessage::new(
         format!(
-            "Summarize in at most {} words, {} tone:\n\n{}",
-            args.max_words, args.style, args.text
+            "Summarize in at most {} words, {style} tone:\n\n{}",
+            args.max_words, args.text
         ),
         u64::from(args.max_words) * 3,
     )
@@ -71,18 +73,10 @@ fn main() {
     Plugin::new("summarize", "0.1.0")
         .description("Summarizes text with the host's LLM")
         .capability("llm.sample")
-        .tool(
-            Tool::new("summarize", "Summarizes a text faithfully", summarize)
-                .param(Param::string("text", "The text to summarize"))
-                .param(
-                    Param::string("style", "Tone")
-                        .one_of(["neutral", "casual", "formal"])
-                        .default_value("neutral"),
-                )
-                .param(
-                    Param::integer("max_words", "Upper bound on the summary length")
-                        .default_value(80),
-                ),
-        )
+        .tool(Tool::typed(
+            "summarize",
+            "Summarizes a text faithfully",
+            summarize,
+        ))
         .run()
 }

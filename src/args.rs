@@ -52,6 +52,12 @@ use crate::manifest::{Param, ParamType};
 
 /// An argument type whose manifest parameter list is known: implemented by [`args!`](crate::args!)
 /// structs; give it to [`Tool::typed`](crate::Tool::typed).
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` has no parameter list for `Tool::typed`",
+    label = "not declared with `executa::args!`",
+    note = "declare `{Self}` inside `executa::args! {{ ... }}` (it derives `Deserialize` and the \
+            parameter list from the same lines), or use `Tool::new` with a `.param(...)` list"
+)]
 pub trait Args {
     /// The tool's `parameters`, one per field, in declaration order.
     fn params() -> Vec<Param>;
@@ -60,6 +66,13 @@ pub trait Args {
 /// A Rust type that maps to a parameter type: strings, numbers, booleans, `Option<T>`
 /// (optional), `Vec<T>` (an array with item type), [`args!`](crate::args!) structs (objects with
 /// properties) and enums (strings with an `enum` list).
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` cannot be the type of an `args!` field: it has no parameter schema",
+    label = "a plain serde type, not declared with `executa::args!`",
+    note = "declare `{Self}` inside the same `executa::args! {{ ... }}` block (a struct with \
+            doc-commented fields, or a string enum `enum Speed {{ Normal = \"normal\" }}`) \
+            instead of `#[derive(Deserialize)]`; a free-form object is `serde_json::Map<String, Value>`"
+)]
 pub trait ParamSchema {
     /// Whether the field may be left out (true for `Option`).
     const OPTIONAL: bool = false;
@@ -219,6 +232,67 @@ pub(crate) fn disagreements(tool: &str, manual: &[Param], declared: &[Param]) ->
     out
 }
 
+/// The start-up check of one [`Tool::new`](crate::Tool::new) tool: adds to `problems` a
+/// line for each field its args type reads that its parameter list (the second argument)
+/// leaves out. A `fn` pointer made in `Tool::new`, so a plugin whose tools are all
+/// [`Tool::typed`](crate::Tool::typed) (complete lists by construction) holds none of it.
+pub(crate) type Unpublished = fn(&str, &[Param], &mut Vec<String>);
+
+/// The field names `A` reads (`FIELDS` of its derived `Deserialize`), or none when it is
+/// not a plain struct (a `Value`, a map, an enum): a derived struct `Deserialize` hands its field list to
+/// `deserialize_struct`, which [`Introspect`] keeps before refusing; anything else is
+/// refused without a list. Nothing is parsed, and only `deserialize_struct` and
+/// `deserialize_any` are instantiated per type.
+pub(crate) fn field_names<A: serde::de::DeserializeOwned>() -> &'static [&'static str] {
+    let mut fields: &'static [&'static str] = &[];
+    let _ = A::deserialize(Introspect(&mut fields));
+    fields
+}
+
+/// Adds to `problems` a line for each of the args type's `fields` that `published` does
+/// not list: what the model would never be told about.
+pub(crate) fn unpublished(
+    tool: &str,
+    fields: &[&str],
+    published: &[Param],
+    problems: &mut Vec<String>,
+) {
+    for field in fields {
+        if published.iter().all(|p| p.name != *field) {
+            problems.push(format!(
+                "tool `{tool}`: field `{field}` of its args type is not published: declare the \
+                 type with `args!` and use `Tool::typed`, or add `.param(...)`"
+            ));
+        }
+    }
+}
+
+struct Introspect<'a>(&'a mut &'static [&'static str]);
+
+impl<'de> serde::Deserializer<'de> for Introspect<'_> {
+    type Error = serde_json::Error;
+
+    fn deserialize_any<V: serde::de::Visitor<'de>>(self, _: V) -> Result<V::Value, Self::Error> {
+        Err(serde::de::Error::custom("not a struct"))
+    }
+
+    fn deserialize_struct<V: serde::de::Visitor<'de>>(
+        self,
+        _name: &'static str,
+        fields: &'static [&'static str],
+        _visitor: V,
+    ) -> Result<V::Value, Self::Error> {
+        *self.0 = fields;
+        Err(serde::de::Error::custom("introspected"))
+    }
+
+    serde::forward_to_deserialize_any! {
+        bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string bytes byte_buf
+        option unit unit_struct newtype_struct seq tuple tuple_struct map enum identifier
+        ignored_any
+    }
+}
+
 fn required_word(required: bool) -> &'static str {
     if required { "required" } else { "optional" }
 }
@@ -276,6 +350,13 @@ pub mod __private {
 
     /// A value usable as the default of a field of type `T`: a `T`, or a `&str` for a
     /// `String` field (so `name: String = "x"` reads naturally).
+    #[diagnostic::on_unimplemented(
+        message = "`{Self}` is not a default for an `args!` field of type `{T}`",
+        label = "write the default as a `{T}` value",
+        note = "a default is a value of the field's own type: for an `args!` enum the variant \
+                (`Speed::Normal`), not its wire string (`\"normal\"`); a string literal is \
+                accepted only for `String` fields"
+    )]
     pub trait DefaultFor<T> {
         /// The value, serializable.
         fn serialize_as(&self) -> Result<String, serde_json::Error>;

@@ -352,11 +352,43 @@ fn lint_capabilities(l: &mut Lint, caps: Option<&Value>) {
         } else {
             ""
         };
+        // A near miss (`llm.samples`, `aps.KV`) gets the allow-list's spelling (one
+        // formatting call for both cases: each costs every plugin binary its own code).
+        let (open, near, close) = match CAPABILITY_ALLOW_LIST.iter().find(|k| near_miss(cap, k)) {
+            Some(known) => ("; did you mean `", *known, "`?"),
+            None => ("", "", ""),
+        };
         l.error(
             Area::Capabilities,
-            format!("unknown capability {cap:?}{hint}; the platform rejects manifests with it (pitfall #9a)"),
+            format!("unknown capability {cap:?}{hint}{open}{near}{close}; the platform rejects manifests with it (pitfall #9a)"),
         );
     }
+}
+
+/// Whether `a` is within two edits (insertions, deletions, substitutions; ASCII case
+/// ignored) of `b`, a short allow-list entry. One row of the edit-distance table in a
+/// fixed array: no allocation, and no bounds checks for the compiler to keep.
+fn near_miss(a: &str, b: &str) -> bool {
+    const MAX: usize = 32;
+    let (a, b) = (a.as_bytes(), b.as_bytes());
+    if b.len() >= MAX || a.len() > b.len() + 2 {
+        return false;
+    }
+    let mut row = [0u8; MAX];
+    for (j, cell) in row.iter_mut().enumerate() {
+        *cell = j as u8;
+    }
+    for (i, ca) in a.iter().enumerate() {
+        let mut diagonal = row[0];
+        row[0] = i as u8 + 1;
+        for j in 0..b.len() {
+            let cost = u8::from(!ca.eq_ignore_ascii_case(&b[j]));
+            let next = (diagonal + cost).min(row[j] + 1).min(row[j + 1] + 1);
+            diagonal = row[j + 1];
+            row[j + 1] = next;
+        }
+    }
+    row[b.len()] <= 2
 }
 
 fn lint_credentials(l: &mut Lint, creds: Option<&Value>) {
@@ -472,6 +504,12 @@ mod tests {
         m["host_capabilities"] = json!(["storage.user"]);
         let f = lint_manifest(&m);
         assert!(f[0].message.contains("aps.kv"), "{}", f[0]);
+        m["host_capabilities"] = json!(["llm.samples", "LLM.sample", "aps.kvv", "web.anything"]);
+        let f: Vec<String> = lint_manifest(&m).into_iter().map(|f| f.message).collect();
+        assert!(f[0].contains("did you mean `llm.sample`?"), "{}", f[0]);
+        assert!(f[1].contains("did you mean `llm.sample`?"), "{}", f[1]);
+        assert!(f[2].contains("did you mean `aps.kv`?"), "{}", f[2]);
+        assert!(!f[3].contains("did you mean"), "{}", f[3]);
         let mut m = good();
         m["version"] = json!("1.0");
         assert_eq!(areas(m), vec![(Area::Fields, Severity::Error)]);

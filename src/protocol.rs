@@ -183,6 +183,24 @@ pub(crate) fn gate(method: &str, declared: &[String], v2: bool) -> Result<(), Rp
     Err(RpcError::with_code(family.code, family.symbol, msg))
 }
 
+/// The MCP revisions spoken, oldest first, by the plugin side (feature `mcp`) and the host
+/// side alike: all of them use the `initialize` handshake (2026-07-28's stateless requests
+/// are not spoken; such a client is answered with the newest).
+#[cfg(any(feature = "mcp", feature = "host"))]
+pub const MCP_REVISIONS: [&str; 4] = ["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"];
+
+/// Whether a `protocolVersion` is an MCP revision's date (`YYYY-MM-DD`); Executa's are
+/// `2.0` and `1.1`. Never blocks.
+#[cfg(any(feature = "mcp", feature = "host"))]
+pub fn is_mcp_revision(version: &str) -> bool {
+    let b = version.as_bytes();
+    b.len() == 10
+        && b.iter().enumerate().all(|(i, c)| match i {
+            4 | 7 => *c == b'-',
+            _ => c.is_ascii_digit(),
+        })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -176,6 +176,15 @@ fn invalid_arguments_name_the_full_path() {
     p.wait_stopped();
 }
 
+/// Why `plugin` refuses to start.
+fn refusal(plugin: Plugin) -> Vec<String> {
+    let err = plugin.serve(std::io::empty(), std::io::sink());
+    let Err(Error::InvalidPlugin(problems)) = err else {
+        panic!("expected InvalidPlugin, got {err:?}");
+    };
+    problems
+}
+
 #[test]
 fn a_hand_list_that_disagrees_with_the_args_type_refuses_to_start() {
     let plugin = Plugin::new("shop", "0.1.0").description("d").tool(
@@ -186,10 +195,7 @@ fn a_hand_list_that_disagrees_with_the_args_type_refuses_to_start() {
             .param(Param::integer("priority", "p"))
             .param(Param::integer("quantity", "q").optional()),
     );
-    let err = plugin.serve(std::io::empty(), std::io::sink());
-    let Err(Error::InvalidPlugin(problems)) = err else {
-        panic!("expected InvalidPlugin, got {err:?}");
-    };
+    let problems = refusal(plugin);
     assert_eq!(
         problems,
         vec![
@@ -200,6 +206,48 @@ fn a_hand_list_that_disagrees_with_the_args_type_refuses_to_start() {
             "tool `order`: parameter `quantity` in .param(...) is not a field of the args type",
         ]
     );
+}
+
+#[test]
+fn a_typed_tool_without_parameters_refuses_to_start_naming_each_field() {
+    // The README's old reverse-call example: a plain serde struct and no parameter list,
+    // so the manifest said `"parameters": []` while `text` was required.
+    #[derive(serde::Deserialize)]
+    #[allow(dead_code)]
+    struct Plain {
+        text: String,
+        #[serde(rename = "maxWords")]
+        max_words: Option<u32>,
+        #[serde(skip)]
+        internal: u8,
+    }
+    let summarize = |_: Plain, _: &Invocation| Ok::<_, ToolError>(json!({}));
+    let plugin =
+        Plugin::new("s", "0.1.0")
+            .description("d")
+            .tool(Tool::new("summarize", "d", summarize));
+    let problems = refusal(plugin);
+    assert_eq!(
+        problems,
+        vec![
+            "tool `summarize`: field `text` of its args type is not published: declare the type \
+             with `args!` and use `Tool::typed`, or add `.param(...)`",
+            "tool `summarize`: field `maxWords` of its args type is not published: declare the \
+             type with `args!` and use `Tool::typed`, or add `.param(...)`",
+        ]
+    );
+    // Declared by hand, the same type starts; so do free-form and argument-less tools.
+    let plugin = Plugin::new("s", "0.1.0").description("d").tool(
+        Tool::new("summarize", "d", summarize)
+            .param(Param::string("text", "t"))
+            .param(Param::integer("maxWords", "m").optional()),
+    );
+    let free = |_: Value, _: &Invocation| Ok::<_, ToolError>(json!({}));
+    let none = |_: serde::de::IgnoredAny, _: &Invocation| Ok::<_, ToolError>(json!({}));
+    let plugin = plugin
+        .tool(Tool::new("free", "d", free))
+        .tool(Tool::new("none", "d", none));
+    assert!(plugin.serve(std::io::empty(), std::io::sink()).is_ok());
 }
 
 #[test]
@@ -214,10 +262,7 @@ fn a_manifest_the_platform_rejects_refuses_to_start_once_per_problem() {
                 .param(Param::string("x", "again")),
         )
         .tool(Tool::new("a", "d", nothing));
-    let err = plugin.serve(std::io::empty(), std::io::sink());
-    let Err(Error::InvalidPlugin(problems)) = err else {
-        panic!("expected InvalidPlugin, got {err:?}");
-    };
+    let problems = refusal(plugin);
     assert_eq!(problems.len(), 4, "{problems:#?}");
     for needle in [
         "`version` \"1.0\" is not SemVer",
@@ -249,9 +294,11 @@ fn the_binary_exits_2_naming_each_problem_also_for_describe() {
             .lines()
             .filter(|l| l.starts_with("executa: invalid plugin definition: "))
             .collect();
-        assert_eq!(lines.len(), 5, "{stderr}");
+        assert_eq!(lines.len(), 7, "{stderr}");
         for needle in [
             "field `quantity` of the args type is missing",
+            "tool `note`: field `text` of its args type is not published",
+            "\"llm.samples\"; did you mean `llm.sample`?",
             "parameter `qty` in .param(...) is not a field",
             "is not SemVer",
             "appears more than once",

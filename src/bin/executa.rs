@@ -5,13 +5,18 @@
 //! executa describe [OPTIONS] -- <plugin command...>
 //! executa call     [OPTIONS] <TOOL> -- <plugin command...>
 //! executa bench    [OPTIONS] -- <plugin command...>
+//! executa new      [OPTIONS] <NAME>
 //! ```
 //!
 //! Argument parsing is std-only (see `cli.rs`). Exit codes: 0 success, 1 the plugin failed
 //! (a failed check, `success: false`, an error), 2 a usage error or a plugin that would not
 //! start.
 
-// A binary's root looks for modules beside itself; ours live in `executa/`.
+// A binary's root looks for modules beside itself; ours live in `executa/`. `cli` comes
+// first: its `local_help!` is used by the commands' help texts.
+#[macro_use]
+#[path = "executa/cli.rs"]
+mod cli;
 #[path = "executa/bench.rs"]
 mod bench;
 #[path = "executa/bench_driver.rs"]
@@ -32,10 +37,10 @@ mod bench_wire;
 mod call;
 #[path = "executa/check.rs"]
 mod check;
-#[path = "executa/cli.rs"]
-mod cli;
 #[path = "executa/describe.rs"]
 mod describe;
+#[path = "executa/new.rs"]
+mod new;
 
 use std::process::ExitCode;
 
@@ -55,6 +60,7 @@ COMMANDS:
     call       Invoke one tool; in-memory storage and sampling answer reverse calls.
     bench      Round-trip latency (p50/p90/p99), throughput, CPU and memory of a tool,
                for Executa plugins and MCP stdio servers, several compared in one run.
+    new        Create a plugin crate that builds, tests and checks clean: `executa new NAME`.
     help       Show the options of a command: `executa help <COMMAND>`.
 
 Everything after `--` is the plugin's command line, e.g.
@@ -96,7 +102,7 @@ fn run(argv: Vec<String>) -> Result<ExitCode, Usage> {
     let mut args = Args::new(argv);
     let Some(command) = args.next_token() else {
         return Err(Usage::Error(
-            "a command is required (check, describe, call, bench)".into(),
+            "a command is required (check, describe, call, bench, new)".into(),
         ));
     };
     match command.as_str() {
@@ -107,7 +113,7 @@ fn run(argv: Vec<String>) -> Result<ExitCode, Usage> {
         ))),
         "help" => match args.next_token() {
             None => Err(Usage::Help(HELP.to_owned())),
-            Some(c) if matches!(c.as_str(), "check" | "describe" | "call" | "bench") => {
+            Some(c) if matches!(c.as_str(), "check" | "describe" | "call" | "bench" | "new") => {
                 Err(Usage::Help(help_for(Some(&c))))
             }
             Some(c) => Err(Usage::Error(format!("no help for unknown command `{c}`"))),
@@ -116,6 +122,7 @@ fn run(argv: Vec<String>) -> Result<ExitCode, Usage> {
         "describe" => describe::run(args),
         "call" => call::run(args),
         "bench" => bench::run(args),
+        "new" => new::run(args),
         other => Err(Usage::Error(format!("unknown command `{other}`"))),
     }
 }
@@ -126,6 +133,7 @@ fn help_for(command: Option<&str>) -> String {
         Some("describe") => describe::HELP.to_owned(),
         Some("call") => call::HELP.to_owned(),
         Some("bench") => bench::HELP.to_owned(),
+        Some("new") => new::HELP.to_owned(),
         _ => HELP.to_owned(),
     }
 }

@@ -13,8 +13,8 @@ use serde_json::{Value, json};
 
 use super::types::snippet;
 use super::{
-    ExitStage, Handlers, HostOptions, InvokeOptions, MemoryStorage, PluginCommand, PluginProcess,
-    ReverseCall, ScriptedSampling, Service, ShutdownReport,
+    ExitStage, Handlers, Handshake, HostOptions, InvokeOptions, MemoryStorage, PluginCommand,
+    PluginProcess, ReverseCall, ScriptedSampling, Service, ShutdownReport,
 };
 use crate::error::{Error, RpcError, codes};
 use crate::lint::{self, Area, Severity};
@@ -46,7 +46,7 @@ pub enum Smoke {
 }
 
 /// Settings of a conformance run.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct CheckOptions {
     /// Timeouts and the shutdown window. The default is the Agent's: 5 s for
     /// `initialize` and `describe`, 5 s for the plugin to exit after stdin closes.
@@ -57,6 +57,28 @@ pub struct CheckOptions {
     pub call_timeout: Duration,
     /// How long to wait for the answer to the malformed line.
     pub probe_timeout: Duration,
+    /// What answers `sampling/createMessage`: `None` for the echoing
+    /// [`ScriptedSampling`], or another backend such as
+    /// [`CommandSampling`](crate::host::CommandSampling).
+    pub sampling: Option<Arc<dyn Service>>,
+    /// What answers `storage/*`: `None` for a [`MemoryStorage`] granting the scopes
+    /// production grants (`user`, `tool`), or another backend such as
+    /// [`DirStorage::with_scopes`](crate::host::DirStorage::with_scopes). Calls it refuses
+    /// with -32021 are reported as scope mistakes either way.
+    pub storage: Option<Arc<dyn Service>>,
+}
+
+impl fmt::Debug for CheckOptions {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CheckOptions")
+            .field("host", &self.host)
+            .field("smoke", &self.smoke)
+            .field("call_timeout", &self.call_timeout)
+            .field("probe_timeout", &self.probe_timeout)
+            .field("sampling", &self.sampling.as_ref().map(|_| "custom"))
+            .field("storage", &self.storage.as_ref().map(|_| "custom"))
+            .finish()
+    }
 }
 
 impl Default for CheckOptions {
@@ -66,6 +88,8 @@ impl Default for CheckOptions {
             smoke: Smoke::Auto,
             call_timeout: Duration::from_secs(10),
             probe_timeout: Duration::from_secs(2),
+            sampling: None,
+            storage: None,
         }
     }
 }
@@ -163,10 +187,18 @@ pub fn run_with(
     let events = Arc::new(Mutex::new(ProgressSeen::default()));
     let seen = events.clone();
     // Storage grants only the scopes production grants plugins (pitfall #12).
-    let storage = Arc::new(ScopeWatch::default());
-    let handlers = Handlers::new()
-        .service(storage.clone())
-        .service(Arc::new(ScriptedSampling::echo()));
+    let storage = Arc::new(ScopeWatch {
+        inner: opts
+            .storage
+            .clone()
+            .unwrap_or_else(|| Arc::new(MemoryStorage::with_scopes(&["user", "tool"]))),
+        refused: Mutex::new(Vec::new()),
+    });
+    let sampling = opts
+        .sampling
+        .clone()
+        .unwrap_or_else(|| Arc::new(ScriptedSampling::echo()));
+    let handlers = Handlers::new().service(storage.clone()).service(sampling);
     let handlers = handlers.on_progress(move |p| {
         let mut s = lock(&seen);
         s.total += 1;
@@ -181,13 +213,19 @@ pub fn run_with(
             return run.report;
         }
     };
+    let checker = Checker { p: &process, opts };
+    let handshake = process.initialize();
+    if let Some(why) = checker.refused_to_start(&handshake) {
+        run.push("start", Outcome::Fail, why);
+        process.shutdown_with(&opts.host.shutdown);
+        return run.report;
+    }
     run.push(
         "start",
         Outcome::Pass,
         format!("`{cmd}` running as pid {}", process.pid()),
     );
-    let checker = Checker { p: &process, opts };
-    checker.initialize(&mut run);
+    checker.initialize(&mut run, handshake);
     let manifest = checker.describe(&mut run);
     checker.health(&mut run);
     checker.unknown_tool(&mut run);
@@ -204,20 +242,11 @@ pub fn run_with(
     run.report
 }
 
-/// The check's storage backend: [`MemoryStorage`] with production's scopes (`user` and
-/// `tool`), remembering the calls refused for their scope.
+/// The check's storage backend (by default [`MemoryStorage`] with production's scopes,
+/// `user` and `tool`), remembering the calls refused for their scope.
 struct ScopeWatch {
-    inner: MemoryStorage,
+    inner: Arc<dyn Service>,
     refused: Mutex<Vec<String>>,
-}
-
-impl Default for ScopeWatch {
-    fn default() -> Self {
-        ScopeWatch {
-            inner: MemoryStorage::with_scopes(&["user", "tool"]),
-            refused: Mutex::new(Vec::new()),
-        }
-    }
 }
 
 impl ScopeWatch {
@@ -295,8 +324,31 @@ impl Checker<'_> {
         true
     }
 
-    fn initialize(&self, run: &mut Run<'_>) {
-        let h = match self.p.initialize() {
+    /// One verdict for a plugin that exited with a failure before answering `initialize`
+    /// (a definition its runtime refuses, a crash at start-up), quoting its own reason
+    /// from stderr, instead of a failed line for every check that follows.
+    fn refused_to_start(&self, handshake: &crate::Result<Handshake>) -> Option<String> {
+        if handshake.is_ok() || self.p.replies_received() > 0 {
+            return None;
+        }
+        let status = self.p.wait_exit(Duration::from_millis(100))?;
+        if status.success() {
+            return None;
+        }
+        // The runtime's own refusal says its prefix on every line: once is enough.
+        const REFUSED: &str = "executa: invalid plugin definition: ";
+        let lines = self.p.stderr_tail();
+        let reasons: Option<Vec<&str>> = lines.iter().map(|l| l.strip_prefix(REFUSED)).collect();
+        let why = match reasons {
+            _ if lines.is_empty() => "no stderr output".to_owned(),
+            Some(reasons) => format!("invalid plugin definition: {}", reasons.join("; ")),
+            None => lines.join("; "),
+        };
+        Some(format!("refused to start ({status}): {why}"))
+    }
+
+    fn initialize(&self, run: &mut Run<'_>, handshake: crate::Result<Handshake>) {
+        let h = match handshake {
             Ok(h) => h,
             Err(e) => return run.push("initialize", Outcome::Fail, gone_text(&e)),
         };

@@ -21,25 +21,12 @@ use super::types::{Handshake, HealthReport, InvokeResult, snippet};
 use crate::error::{Error, Result, RpcError, codes};
 use crate::protocol::ProtocolVersion;
 
-/// The MCP revisions this host speaks, oldest first (all of them use the `initialize`
-/// handshake; 2026-07-28's stateless requests are not spoken).
-pub const REVISIONS: [&str; 4] = ["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"];
+pub(crate) use crate::protocol::{MCP_REVISIONS as REVISIONS, is_mcp_revision as is_dated};
 /// The revision the host proposes in its MCP `initialize`.
 pub const PROPOSED: &str = "2025-11-25";
 /// Most `tools/list` pages read for one `describe`: a server whose cursors never end
 /// cannot keep the host reading (each page is bounded by the frame cap).
 const MAX_PAGES: usize = 100;
-
-/// Whether a `protocolVersion` is an MCP revision's date (`YYYY-MM-DD`); Executa's are
-/// `2.0` and `1.1`. Never blocks.
-pub fn is_dated(version: &str) -> bool {
-    let b = version.as_bytes();
-    b.len() == 10
-        && b.iter().enumerate().all(|(i, c)| match i {
-            4 | 7 => *c == b'-',
-            _ => c.is_ascii_digit(),
-        })
-}
 
 /// Whether an error answering the Executa `initialize` reads like a refusal of its
 /// version ("unsupported protocol version"), which an MCP server may send instead of

@@ -96,19 +96,20 @@ mod writer;
 pub use self::core::{HostState, HostStatus};
 /// The manifest lint, shared with the plugin runtime (which runs it at start-up).
 pub use crate::lint;
+/// MCP pieces for drivers that speak to an MCP server over pipes they own (`executa
+/// bench`): the revisions spoken and proposed, how an `initialize` answer is read, and the
+/// manifest made from `tools/list`, the same as [`Host`]'s.
+pub use crate::protocol::{MCP_REVISIONS, is_mcp_revision};
 pub use affinity::{cpu_affinity, process_cpu_time, set_cpu_affinity};
-pub use backends::{MAX_ENTRIES, MAX_VALUE_BYTES, MemoryStorage, ScriptedSampling};
+pub use backends::{
+    CommandSampling, DEFAULT_COMMAND_TIMEOUT, DEFAULT_MAX_OUTPUT, DirStorage, MAX_ENTRIES,
+    MAX_VALUE_BYTES, MemoryStorage, STORAGE_FILE, ScriptedSampling,
+};
 pub use client::Host;
 pub use command::PluginCommand;
 pub use context::{InvokeOptions, new_invoke_id};
 pub use dispatch::Handlers;
-/// MCP pieces for drivers that speak to an MCP server over pipes they own (`executa
-/// bench`): the revisions spoken and proposed, how an `initialize` answer is read, and the
-/// manifest made from `tools/list`, the same as [`Host`]'s.
-pub use mcp::{
-    PROPOSED as MCP_PROPOSED, REVISIONS as MCP_REVISIONS, is_dated as is_mcp_revision,
-    suggests_version as suggests_mcp,
-};
+pub use mcp::{PROPOSED as MCP_PROPOSED, suggests_version as suggests_mcp};
 pub use mcp_manifest::manifest_of as mcp_manifest;
 pub use options::{HostOptions, Protocol, RestartPolicy, ShutdownPolicy, StderrRelay};
 pub use process::PluginProcess;

@@ -134,17 +134,65 @@ impl TestHost {
         storage: MemoryStorage,
         sampling: ScriptedSampling,
     ) -> Result<TestHost> {
+        let storage = Arc::new(storage);
+        TestHost::launch(plugin, storage.clone(), vec![storage, Arc::new(sampling)])
+    }
+
+    /// [`TestHost::start`] with any backends: the local ones
+    /// ([`DirStorage`](super::DirStorage), [`CommandSampling`](super::CommandSampling), as
+    /// `executa call --storage-dir/--sampling-cmd` use), or a [`Service`] of your own.
+    /// [`TestHost::storage`] is then an empty in-memory store nobody writes to; read what
+    /// the plugin stored from your backend. Blocks and fails as [`TestHost::start`] does.
+    ///
+    /// ```
+    /// # use executa::{Plugin, Tool, ToolError, CreateMessage};
+    /// use executa::host::{CommandSampling, MemoryStorage};
+    /// use executa::testing::TestHost;
+    /// use serde_json::json;
+    ///
+    /// executa::args! {
+    ///     struct Args {
+    ///         /// The prompt
+    ///         prompt: String,
+    ///     }
+    /// }
+    ///
+    /// let plugin = Plugin::new("p", "0.1.0").description("d").capability("llm.sample").tool(
+    ///     Tool::typed("ask", "Asks the model", |a: Args, ctx| {
+    ///         let answer = ctx.sampling().create_message(&CreateMessage::new(a.prompt, 50))?;
+    ///         Ok::<_, ToolError>(json!({ "text": answer.text() }))
+    ///     }),
+    /// );
+    /// let sampling = CommandSampling::new("tr a-z A-Z");
+    /// let mut host = TestHost::start_with_services(plugin, MemoryStorage::new(), sampling)?;
+    /// let out = host.invoke("ask", json!({ "prompt": "hi" }))?;
+    /// assert_eq!(out.data(), Some(&json!({ "text": "HI" })));
+    /// # Ok::<(), executa::Error>(())
+    /// ```
+    pub fn start_with_services(
+        plugin: Plugin,
+        storage: impl Service + 'static,
+        sampling: impl Service + 'static,
+    ) -> Result<TestHost> {
+        let services: Vec<Arc<dyn Service>> = vec![Arc::new(storage), Arc::new(sampling)];
+        TestHost::launch(plugin, Arc::new(MemoryStorage::new()), services)
+    }
+
+    fn launch(
+        plugin: Plugin,
+        storage: Arc<MemoryStorage>,
+        services: Vec<Arc<dyn Service>>,
+    ) -> Result<TestHost> {
         let (ours_in, theirs_in) = UnixStream::pair()?;
         let (theirs_out, ours_out) = UnixStream::pair()?;
         ours_out.set_read_timeout(Some(DEFAULT_TIMEOUT))?;
         let serve = std::thread::Builder::new()
             .name("executa-test-plugin".into())
             .spawn(move || plugin.serve(theirs_in, theirs_out))?;
-        let storage = Arc::new(storage);
         let mut host = TestHost {
             to_plugin: Some(ours_in),
             from_plugin: BufReader::new(ours_out),
-            services: vec![storage.clone(), Arc::new(sampling)],
+            services,
             storage,
             next_id: 1,
             serve: Some(serve),

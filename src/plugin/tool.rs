@@ -135,6 +135,9 @@ pub struct Tool {
     pub(crate) params: Vec<Param>,
     /// The list the args type declares ([`Tool::typed`]), checked against `params`.
     pub(crate) declared: Option<Vec<Param>>,
+    /// The fields the handler's type reads ([`Tool::new`] only), for the start-up check
+    /// of unpublished fields.
+    fields: Option<args::Unpublished>,
     pub(crate) handler: Handler,
 }
 
@@ -149,6 +152,21 @@ impl Tool {
     /// handler, since a call to the host is then read by the same thread, and reading moves
     /// to another thread once the handler has run for that long.
     pub fn new<A, R, F>(name: impl Into<String>, description: impl Into<String>, handler: F) -> Self
+    where
+        A: DeserializeOwned,
+        R: Serialize,
+        F: Fn(A, &Invocation) -> Result<R, ToolError> + Send + Sync + 'static,
+    {
+        let mut tool = Tool::erased(name, description, handler);
+        tool.fields = Some(|tool, published, problems| {
+            args::unpublished(tool, args::field_names::<A>(), published, problems)
+        });
+        tool
+    }
+
+    /// The tool without its field names: [`Tool::typed`] needs none (its list is complete
+    /// by construction).
+    fn erased<A, R, F>(name: impl Into<String>, description: impl Into<String>, handler: F) -> Self
     where
         A: DeserializeOwned,
         R: Serialize,
@@ -174,6 +192,7 @@ impl Tool {
             },
             params: Vec::new(),
             declared: None,
+            fields: None,
             handler: erased,
         }
     }
@@ -213,7 +232,7 @@ impl Tool {
         R: Serialize,
         F: Fn(A, &Invocation) -> Result<R, ToolError> + Send + Sync + 'static,
     {
-        let mut tool = Tool::new(name, description, handler);
+        let mut tool = Tool::erased(name, description, handler);
         tool.declared = Some(A::params());
         tool
     }
@@ -246,6 +265,16 @@ impl Tool {
                 args::disagreements(&self.spec.name, &self.params, declared)
             }
             _ => Vec::new(),
+        }
+    }
+
+    /// Adds to `problems` a line for each field the args type reads that the published list
+    /// leaves out: the model would never be told about it. A [`Tool::typed`] list is
+    /// complete by construction (and a `.param` list beside it is compared by
+    /// `disagreements`).
+    pub(crate) fn unpublished(&self, problems: &mut Vec<String>) {
+        if let Some(fields) = self.fields.filter(|_| self.declared.is_none()) {
+            fields(&self.spec.name, &self.params, problems);
         }
     }
 

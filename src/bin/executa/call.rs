@@ -10,7 +10,7 @@ use executa::host::{
 use executa::{Error, RpcError};
 use serde_json::{Value, json};
 
-use crate::cli::{Args, Common, Usage, json_arg, protocol, secs, unknown};
+use crate::cli::{Args, Common, Local, Usage, json_arg, protocol, secs, unknown};
 use crate::describe::pretty;
 
 pub const HELP: &str = concat!(
@@ -23,9 +23,10 @@ USAGE:
 Starts the plugin (initialize, describe), invokes TOOL once with a fresh context
 (invoke_id, deadline_ms, credentials), prints the result JSON on stdout and every
 progress event on stderr, then shuts the plugin down. Reverse calls are answered
-in memory: storage/* by a key/value store (scopes, etags, paging), sampling/createMessage
-by echoing the last user message (or from --sampling-fixture). Placeholder sampling and
-storage tokens are sent when the manifest declares llm.sample / aps.*.
+in memory unless told otherwise: storage/* by a key/value store (scopes, etags, paging),
+sampling/createMessage by echoing the last user message (or from --sampling-fixture, or
+a local command with --sampling-cmd). Placeholder sampling and storage tokens are sent
+when the manifest declares llm.sample / aps.*.
 An MCP stdio server gets tools/call (with a progress token); its result is printed as it
 came, and isError:true counts as success:false. Sampling answers it the same way; it has
 no invoke context, so credentials cannot be sent to it (refused).
@@ -41,7 +42,9 @@ OPTIONS:
     --timeout SECS               invoke timeout [the manifest tool's timeout, else 60]
     --sampling-fixture FILE      answer sampling from a JSONL fixture: lines like
                                  {\"match\":{\"contains\":\"hi\"},\"result\":{\"text\":\"hello\"}}
-    --verbose                    log each reverse call on stderr
+",
+    local_help!(),
+    "    --verbose                    log each reverse call on stderr
 ",
     crate::cli::protocol_help!(),
     "    --init-timeout SECS, --describe-timeout SECS, --first-launch, --quiet, -h/--help
@@ -59,10 +62,13 @@ pub fn run(mut args: Args) -> Result<ExitCode, Usage> {
     let mut tool = None;
     let mut fixture = None;
     let mut verbose = false;
+    let mut local = Local::default();
     // Variables a credential was read from: the plugin must not inherit them.
     let mut read_from_env = Vec::new();
     while let Some((flag, inline)) = args.next_arg() {
-        if common.apply(&mut args, &flag, inline.clone(), HELP)? {
+        if common.apply(&mut args, &flag, inline.clone(), HELP)?
+            || local.apply(&mut args, &flag, inline.clone())?
+        {
             continue;
         }
         match flag.as_str() {
@@ -89,14 +95,23 @@ pub fn run(mut args: Args) -> Result<ExitCode, Usage> {
     let cmd = read_from_env
         .iter()
         .fold(args.plugin()?, |cmd, name| cmd.env_remove(name));
-    let sampling = match fixture {
-        Some(path) => match ScriptedSampling::from_file(&path) {
-            Ok(s) => s,
+    let sampling: Arc<dyn Service> = match (fixture, local.sampling()) {
+        (Some(_), Some(_)) => {
+            return Err(Usage::Error(
+                "`--sampling-fixture` and `--sampling-cmd` both answer sampling: give one".into(),
+            ));
+        }
+        (Some(path), None) => match ScriptedSampling::from_file(&path) {
+            Ok(s) => Arc::new(s),
             Err(e) => return Err(Usage::Error(e.to_string())),
         },
-        None => ScriptedSampling::echo(),
+        (None, Some(cmd)) => cmd,
+        (None, None) => Arc::new(ScriptedSampling::echo()),
     };
-    let services: [Arc<dyn Service>; 2] = [Arc::new(MemoryStorage::new()), Arc::new(sampling)];
+    let storage = local
+        .storage(&["user", "app", "tool"])?
+        .unwrap_or_else(|| Arc::new(MemoryStorage::new()));
+    let services: [Arc<dyn Service>; 2] = [storage, sampling];
     let mut handlers = Handlers::new().on_progress(|p| {
         let id = p.invoke_id.as_deref().unwrap_or("-");
         eprintln!("progress [{}] {} {}", p.kind, id, p.data);

@@ -5,9 +5,10 @@ use std::process::ExitCode;
 use executa::host::check::{self, CheckOptions, Outcome, Smoke};
 use serde_json::json;
 
-use crate::cli::{Args, Common, Usage, json_arg, secs, unknown};
+use crate::cli::{Args, Common, Local, Usage, json_arg, secs, unknown};
 
-pub const HELP: &str = "\
+pub const HELP: &str = concat!(
+    "\
 executa check: a conformance run a plugin author can trust
 
 USAGE:
@@ -16,6 +17,9 @@ USAGE:
 Starts the plugin and drives it as the Agent does, printing one PASS/WARN/FAIL/SKIP line
 per check, then exits 1 if any check failed. It catches the documented pitfalls visible
 on the wire:
+    start            a plugin that exits with a failure before answering (a definition
+                     its runtime refuses, a crash) is one line: \"refused to start\",
+                     quoting its own reason from stderr; exit status 2
     stays alive      exits after one reply instead of reading stdin until EOF (#1)
     initialize       answered (v2), or -32601 (v1-only, reported); no answer fails, and a
                      plugin that buffers stdout is told to flush after each reply
@@ -45,8 +49,11 @@ OPTIONS:
     --no-invoke          invoke no tool (tools with side effects)
     --pitfalls           list the documented pitfalls the numbers refer to, and exit
     --grace SECS         exit window after stdin closes, and after SIGTERM [5]
-    --init-timeout SECS, --describe-timeout SECS, --first-launch, --quiet, -h/--help
-";
+",
+    local_help!(),
+    "    --init-timeout SECS, --describe-timeout SECS, --first-launch, --quiet, -h/--help
+"
+);
 
 /// The platform's "Common Pitfalls" list, which check lines cite by number.
 pub const PITFALLS: &str = "\
@@ -78,8 +85,11 @@ pub fn run(mut args: Args) -> Result<ExitCode, Usage> {
     let mut tool: Option<String> = None;
     let mut arguments = json!({});
     let mut no_invoke = false;
+    let mut local = Local::default();
     while let Some((flag, inline)) = args.next_arg() {
-        if common.apply(&mut args, &flag, inline.clone(), HELP)? {
+        if common.apply(&mut args, &flag, inline.clone(), HELP)?
+            || local.apply(&mut args, &flag, inline.clone())?
+        {
             continue;
         }
         match flag.as_str() {
@@ -102,6 +112,9 @@ pub fn run(mut args: Args) -> Result<ExitCode, Usage> {
         (false, None) => Smoke::Auto,
     };
     opts.host = common.host;
+    opts.sampling = local.sampling();
+    // The scopes production grants plugins, as the in-memory default does (pitfall #12).
+    opts.storage = local.storage(&["user", "tool"])?;
     println!("executa check: {cmd}");
     let report = check::run_with(&cmd, &opts, |line| println!("{line}"));
     println!(

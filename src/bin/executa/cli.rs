@@ -3,7 +3,11 @@
 use std::collections::VecDeque;
 use std::time::Duration;
 
-use executa::host::{HostOptions, PluginCommand, Protocol, StderrRelay};
+use std::sync::Arc;
+
+use executa::host::{
+    CommandSampling, DirStorage, HostOptions, PluginCommand, Protocol, Service, StderrRelay,
+};
 use serde_json::Value;
 
 /// Why parsing stopped: help was asked for, or the command line is wrong.
@@ -144,4 +148,61 @@ pub fn json_arg(flag: &str, text: &str) -> Result<Value, Usage> {
 
 pub fn unknown(flag: &str) -> Usage {
     Usage::Error(format!("unknown option `{flag}`"))
+}
+
+/// The local backends `--sampling-cmd CMD` and `--storage-dir DIR` choose (`call`, `check`).
+#[derive(Default)]
+pub struct Local {
+    pub sampling_cmd: Option<String>,
+    pub storage_dir: Option<String>,
+}
+
+/// The help lines of the two flags, shared by the commands that take them (a macro, so
+/// `concat!` can put it inside their `HELP` texts).
+macro_rules! local_help {
+    () => {
+        "    --sampling-cmd CMD   answer sampling/createMessage by running `sh -c CMD`: the
+                         prompt (the messages as text) on its stdin, its stdout the
+                         answer (80 s and 1 MiB at most; a failure is a -32003 error
+                         quoting its stderr). Any model CLI reading stdin serves, e.g.
+                         --sampling-cmd 'ollama run llama3'
+    --storage-dir DIR    keep storage/* in DIR/storage.json, so values survive between
+                         runs (created when missing)
+"
+    };
+}
+
+impl Local {
+    /// Takes `flag` when it is one of the two; `Ok(false)` otherwise.
+    pub fn apply(
+        &mut self,
+        args: &mut Args,
+        flag: &str,
+        inline: Option<String>,
+    ) -> Result<bool, Usage> {
+        match flag {
+            "--sampling-cmd" => self.sampling_cmd = Some(args.value(flag, inline)?),
+            "--storage-dir" => self.storage_dir = Some(args.value(flag, inline)?),
+            _ => return Ok(false),
+        }
+        Ok(true)
+    }
+
+    /// The sampling backend `--sampling-cmd` asks for, if it was given.
+    pub fn sampling(&self) -> Option<Arc<dyn Service>> {
+        self.sampling_cmd
+            .as_ref()
+            .map(|cmd| Arc::new(CommandSampling::new(cmd.clone())) as Arc<dyn Service>)
+    }
+
+    /// The storage backend `--storage-dir` asks for (granting `scopes`), if it was given.
+    pub fn storage(&self, scopes: &[&str]) -> Result<Option<Arc<dyn Service>>, Usage> {
+        let Some(dir) = &self.storage_dir else {
+            return Ok(None);
+        };
+        match DirStorage::with_scopes(dir, scopes) {
+            Ok(s) => Ok(Some(Arc::new(s))),
+            Err(e) => Err(Usage::Error(format!("`--storage-dir {dir}`: {e}"))),
+        }
+    }
 }

@@ -1,11 +1,33 @@
-//! In-memory reverse-call backends for development and tests, so a plugin can be exercised
-//! end to end on one machine: [`MemoryStorage`] for `storage/*` and [`ScriptedSampling`]
-//! for `sampling/createMessage`. Both are [`Service`](super::Service)s; add them to
-//! [`Handlers`](super::Handlers) with `.service(Arc::new(...))`, or take both with
-//! [`Handlers::dev_backends`](super::Handlers::dev_backends).
+//! Reverse-call backends for development and tests, so a plugin can be exercised end to
+//! end on one machine. In memory: [`MemoryStorage`] for `storage/*` and
+//! [`ScriptedSampling`] for `sampling/createMessage`. Local and real: [`DirStorage`] keeps
+//! `storage/*` in a directory (state survives between runs), [`CommandSampling`] answers
+//! sampling with a local command (any model CLI). All are [`Service`](super::Service)s;
+//! add them to [`Handlers`](super::Handlers) with `.service(Arc::new(...))`, or take the
+//! in-memory pair with [`Handlers::dev_backends`](super::Handlers::dev_backends).
 
+mod command;
+mod dir_storage;
 mod sampling;
 mod storage;
 
+pub use command::{CommandSampling, DEFAULT_COMMAND_TIMEOUT, DEFAULT_MAX_OUTPUT};
+pub use dir_storage::{DirStorage, STORAGE_FILE};
 pub use sampling::ScriptedSampling;
 pub use storage::{MAX_ENTRIES, MAX_VALUE_BYTES, MemoryStorage};
+
+/// One call to a backend, as a test makes it.
+#[cfg(test)]
+fn test_call(
+    service: &dyn crate::host::service::Service,
+    method: &str,
+    params: serde_json::Value,
+) -> Result<serde_json::Value, crate::error::RpcError> {
+    service.call(&crate::host::service::ReverseCall {
+        method: method.into(),
+        params,
+        invoke_id: Some("test-invoke".into()),
+        client_timeout: None,
+        id: crate::id::Id::number(1),
+    })
+}

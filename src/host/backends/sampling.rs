@@ -152,6 +152,26 @@ impl ScriptedSampling {
         Ok(answer)
     }
 
+    /// The answer to `call` with its text made elsewhere (by [`CommandSampling`]'s
+    /// command, given the request's params): checked, completed and charged to the
+    /// invoke's budgets as a fixture's `{"text": ...}` is.
+    ///
+    /// [`CommandSampling`]: super::CommandSampling
+    pub(crate) fn answer_with(
+        &self,
+        call: &ReverseCall,
+        text: impl FnOnce(&Value) -> std::result::Result<String, RpcError>,
+    ) -> std::result::Result<Value, RpcError> {
+        let p = &call.params;
+        validate(p)?;
+        let input_tokens = input_tokens(p);
+        let mut result = json!({ "text": text(p)? });
+        self.complete(&mut result, p, input_tokens);
+        let used = result["usage"]["totalTokens"].as_u64().unwrap_or(0);
+        self.charge(call.invoke_id.as_deref(), used)?;
+        Ok(result)
+    }
+
     /// The echo answer: what [`ScriptedSampling::complete`] makes of `{"text": ...}`,
     /// built at once, borrowing the request (this is the answer a host-driven bench
     /// measures).

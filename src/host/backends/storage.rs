@@ -102,6 +102,66 @@ impl MemoryStorage {
         self.len() == 0
     }
 
+    /// The live entries and the etag generation, as JSON (expiries as epoch
+    /// milliseconds), for [`DirStorage`](super::DirStorage) to keep in a file.
+    pub(crate) fn snapshot(&self) -> Value {
+        let now = Instant::now();
+        let wall = now_ms();
+        let store = lock(&self.store);
+        let entries: Vec<Value> = store
+            .entries
+            .iter()
+            .filter(|(_, e)| e.live(now))
+            .map(|((scope, key), e)| {
+                let expires = e.expires.map(|t| {
+                    let left = u64::try_from(t.duration_since(now).as_millis()).unwrap_or(0);
+                    wall.saturating_add(left)
+                });
+                json!({
+                    "scope": scope, "key": key, "value": e.value, "etag": e.etag,
+                    "updated_at_ms": e.updated_at_ms, "expires_at_ms": expires,
+                })
+            })
+            .collect();
+        json!({ "generation": store.generation, "entries": entries })
+    }
+
+    /// Replaces the contents with a [`MemoryStorage::snapshot`]; entries already expired,
+    /// malformed or past [`MAX_ENTRIES`] are left out.
+    pub(crate) fn restore(&self, snapshot: &Value) {
+        let now = Instant::now();
+        let wall = now_ms();
+        let mut store = lock(&self.store);
+        store.entries.clear();
+        store.generation = snapshot["generation"].as_u64().unwrap_or(0);
+        for e in snapshot["entries"].as_array().into_iter().flatten() {
+            let (Some(scope), Some(key), Some(etag)) =
+                (e["scope"].as_str(), e["key"].as_str(), e["etag"].as_str())
+            else {
+                continue;
+            };
+            let expires = match e["expires_at_ms"].as_u64() {
+                Some(at) if at <= wall => continue,
+                Some(at) => Some(now + Duration::from_millis(at - wall)),
+                None => None,
+            };
+            if store.entries.len() >= MAX_ENTRIES {
+                break;
+            }
+            let value = e["value"].clone();
+            let entry = Entry {
+                size_bytes: value.to_string().len(),
+                value,
+                etag: etag.to_owned(),
+                updated_at_ms: e["updated_at_ms"].as_u64().unwrap_or(wall),
+                expires,
+            };
+            store
+                .entries
+                .insert((scope.to_owned(), key.to_owned()), entry);
+        }
+    }
+
     fn scope(&self, p: &Value) -> Result<String, RpcError> {
         let scope = match p.get("scope") {
             None | Some(Value::Null) => "app",
@@ -386,18 +446,8 @@ fn fnv1a(bytes: &[u8]) -> u64 {
 
 #[cfg(test)]
 mod tests {
+    use super::super::test_call as call;
     use super::*;
-    use crate::id::Id;
-
-    fn call(s: &MemoryStorage, method: &str, params: Value) -> Result<Value, RpcError> {
-        s.call(&ReverseCall {
-            method: method.into(),
-            params,
-            invoke_id: None,
-            client_timeout: None,
-            id: Id::number(1),
-        })
-    }
 
     #[test]
     fn get_set_etag_if_match_delete() {

@@ -20,9 +20,9 @@ use serde_json::{Map, Value, json};
 
 use super::session::{Negotiated, Session};
 
-/// The MCP revisions served, oldest first: a client offering one of them gets it back,
-/// any other date gets the newest (the client then decides whether it can go on).
-pub(crate) const REVISIONS: [&str; 4] = ["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"];
+// The revisions served: a client offering one of them gets it back, any other date gets
+// the newest (the client then decides whether it can go on).
+use crate::protocol::{MCP_REVISIONS as REVISIONS, is_mcp_revision as is_dated};
 
 /// How many cancelled request ids are remembered: a cancellation for a request answered
 /// long ago is never matched, so the list is bounded and the oldest forgotten.
@@ -90,19 +90,6 @@ fn tool_entry(tool: &Value) -> Value {
     let parameters = tool.get("parameters").unwrap_or(&Value::Null);
     m.insert("inputSchema".into(), schema::input_schema(parameters));
     Value::Object(m)
-}
-
-/// Whether `v` looks like an MCP revision, `YYYY-MM-DD`; Executa's are "2.0" and "1.1".
-pub(crate) fn is_dated(v: &str) -> bool {
-    let b = v.as_bytes();
-    b.len() == 10
-        && b.iter().enumerate().all(|(i, c)| {
-            if i == 4 || i == 7 {
-                *c == b'-'
-            } else {
-                c.is_ascii_digit()
-            }
-        })
 }
 
 /// Answers an MCP `initialize` (its params text): `None` when its `protocolVersion` is not

@@ -1,0 +1,104 @@
+//! `executa new`: the generated crate builds, passes its own `cargo test` and `executa
+//! check` with no FAIL, as generated. Slow (it compiles a crate and its dependencies), so
+//! it is the one test doing so, and the generated crate shares one target directory under
+//! this repository's, where its dependencies compile once.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// `target/new-crate` under this build's target directory.
+fn shared_target() -> PathBuf {
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .map(|p| if p.is_relative() { repo().join(p) } else { p })
+        .unwrap_or_else(|| repo().join("target"));
+    target.join("new-crate")
+}
+
+fn run(cmd: &mut Command) -> Output {
+    let out = cmd
+        .stdin(Stdio::null())
+        .output()
+        .unwrap_or_else(|e| panic!("run {cmd:?}: {e}"));
+    assert!(
+        out.status.success(),
+        "{cmd:?} failed ({}):\n{}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+fn cargo(dir: &Path, args: &[&str]) -> Output {
+    run(Command::new(env!("CARGO"))
+        .args(args)
+        .arg("--offline")
+        .current_dir(dir)
+        .env("CARGO_TARGET_DIR", shared_target())
+        // This test's own cargo settings must not leak into the generated crate's build.
+        .env_remove("RUSTFLAGS")
+        .env_remove("CARGO_BUILD_TARGET"))
+}
+
+#[test]
+fn a_new_crate_builds_passes_its_tests_and_checks_clean() {
+    let parent = std::env::temp_dir().join(format!("executa-new-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&parent);
+    std::fs::create_dir_all(&parent).expect("a scratch directory");
+    let executa = env!("CARGO_BIN_EXE_executa");
+    let repo = repo();
+    run(Command::new(executa)
+        .args(["new", "demo", "--executa-path"])
+        .arg(&repo)
+        .arg("--dir")
+        .arg(&parent));
+    let dir = parent.join("demo");
+    for file in [
+        "Cargo.toml",
+        "src/lib.rs",
+        "src/main.rs",
+        "tests/tools.rs",
+        "README.md",
+    ] {
+        assert!(dir.join(file).is_file(), "{file} was not generated");
+    }
+    let manifest = std::fs::read_to_string(dir.join("Cargo.toml")).expect("Cargo.toml");
+    assert!(manifest.contains("default-features = false"), "{manifest}");
+    assert!(manifest.contains("features = [\"host\"]"), "{manifest}");
+    assert!(manifest.contains("opt-level = \"z\""), "{manifest}");
+    // A second `new` never overwrites.
+    let again = Command::new(executa)
+        .args(["new", "demo", "--dir"])
+        .arg(&parent)
+        .output()
+        .expect("run executa new");
+    assert_eq!(again.status.code(), Some(2));
+
+    let tests = cargo(&dir, &["test"]);
+    let text = String::from_utf8_lossy(&tests.stdout);
+    assert!(text.contains("test result: ok. 2 passed"), "{text}");
+
+    cargo(&dir, &["build"]);
+    let bin = shared_target().join("debug").join("demo");
+    let check = run(Command::new(executa)
+        .args([
+            "check",
+            "--quiet",
+            "--init-timeout",
+            "30",
+            "--describe-timeout",
+            "30",
+            "--",
+        ])
+        .arg(&bin));
+    let report = String::from_utf8_lossy(&check.stdout);
+    assert!(!report.contains("FAIL"), "{report}");
+    assert!(report.contains("PASS  invoke result"), "{report}");
+    assert!(report.contains("PASS  reverse calls"), "{report}");
+    let _ = std::fs::remove_dir_all(&parent);
+}
