@@ -310,3 +310,47 @@ fn compares_the_reference_plugin_served_both_ways_with_a_python_mcp_server() {
         assert!(s.contains("errors      0"), "{s}");
     }
 }
+
+/// `--sampling-cmd` answers the sampling calls of an Executa plugin and of an MCP server
+/// (a failing command fails both, quoting its stderr); `--storage-dir` keeps what the
+/// plugin stores in its file.
+#[test]
+fn local_backends_answer_reverse_calls_in_both_protocols() {
+    let Some(python) = mcp::sdk_python() else {
+        return;
+    };
+    let server = format!("{}/tests/mcp/server_bench.py", env!("CARGO_MANIFEST_DIR"));
+    let tools = format!("ex=python3 {}", path(&fixture("tools_plugin.py")));
+    let mcp_server = format!("py={} {server}", path(&python));
+    let with = |extra: &[&str], tool: &str| {
+        let mut args = vec!["--requests", "4", "--warmup", "0", "--rounds", "1"];
+        args.extend_from_slice(extra);
+        args.extend(["--plugin", &tools, "--tool", tool, "--plugin", &mcp_server]);
+        args.extend(["--protocol", "mcp", "--tool", "sample"]);
+        bench(&args)
+    };
+    let o = with(
+        &["--sampling-cmd", "echo no-model-here >&2; exit 3"],
+        "sample",
+    );
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    let out = String::from_utf8_lossy(&o.stdout).into_owned();
+    for label in ["ex", "py"] {
+        let s = section(&out, label);
+        assert!(
+            s.contains("errors      4") && s.contains("no-model-here"),
+            "{s}"
+        );
+    }
+
+    let dir = std::env::temp_dir().join(host_common::unique("bench-storage"));
+    let o = with(
+        &["--sampling-cmd", "tr a-z A-Z", "--storage-dir", path(&dir)],
+        "remember",
+    );
+    assert!(o.status.success(), "{}", text(&o));
+    let stored = std::fs::read_to_string(dir.join(executa::host::STORAGE_FILE))
+        .unwrap_or_else(|e| panic!("no storage file in {}: {e}\n{}", dir.display(), text(&o)));
+    assert!(stored.contains("\"scope\": \"user\""), "{stored}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -5,17 +5,21 @@
 use std::process::ExitCode;
 use std::time::Duration;
 
+use std::sync::Arc;
+
 use executa::Manifest;
-use executa::host::{Handlers, StderrRelay};
+use executa::host::{Handlers, MemoryStorage, ScriptedSampling, Service, StderrRelay};
 use serde_json::Value;
 
 use crate::bench_driver::{Load, Run, Session, Timeouts};
 use crate::bench_proc::{self, CpuSnapshot};
 use crate::bench_report::summarize;
 use crate::bench_spec::{self, Choice, PluginSpec, Target};
-use crate::cli::{Args, Common, Usage, count, json_arg, protocol, unknown};
+use crate::bench_wire::Backends;
+use crate::cli::{Args, Common, Local, Usage, count, json_arg, protocol, unknown};
 
-pub const HELP: &str = "\
+pub const HELP: &str = concat!(
+    "\
 executa bench: round-trip latency, throughput, CPU and memory of a tool
 
 USAGE:
@@ -79,15 +83,23 @@ OPTIONS:
     --pin-plugin CPU     run each plugin on CPU (`taskset -c CPU`, util-linux)
     --stall SECS         stop a plugin that answers nothing for this long [60]
     --no-progress        no progress indicator
+",
+    local_help!(),
+    "                         (Both answer on the bench's reading thread, so the figures
+                         include them; an MCP server has no storage.)
     --init-timeout SECS, --describe-timeout SECS, --first-launch, --quiet, -h/--help
 
 Pinning both to one CPU (`--pin-host 0 --pin-plugin 0`) gives the steadiest latency on a
 VM; different CPUs (`--pin-host 0 --pin-plugin 1`) measure the cross-core hand-off.
-Example: the same plugin served both ways beside a Python MCP server:
-    executa bench --rounds 5 --plugin exec=./everything --protocol executa \\
+Example: the same plugin served both ways beside a Python MCP server, all calling `echo`
+with the same arguments, then `sample` in the plugin's MCP side:
+    executa bench --rounds 5 --args '{\"text\":\"hi\"}' \\
+        --plugin exec=./everything --protocol executa \\
         --plugin mcp=./everything --protocol mcp \\
-        --plugin py='python3 server.py' --protocol mcp --tool echo --args '{\"text\":\"hi\"}'
-";
+        --plugin py='python3 server.py' --protocol mcp \\
+        --plugin mcp-sample=./everything --protocol mcp --tool sample --args '{\"prompt\":\"hi\"}'
+"
+);
 
 struct Settings {
     requests: usize,
@@ -99,6 +111,7 @@ struct Settings {
     pin_plugin: Option<usize>,
     stall: Duration,
     plugins: Vec<Target>,
+    backends: Backends,
 }
 
 pub fn run(mut args: Args) -> Result<ExitCode, Usage> {
@@ -113,13 +126,20 @@ pub fn run(mut args: Args) -> Result<ExitCode, Usage> {
         pin_plugin: None,
         stall: Duration::from_secs(60),
         plugins: Vec::new(),
+        backends: Backends {
+            handlers: Handlers::new(),
+            mcp_sampling: None,
+        },
     };
+    let mut local = Local::default();
     let mut defaults = Choice::default();
     let mut specs: Vec<PluginSpec> = Vec::new();
     // The named plugin that `--tool`, `--args` and `--protocol` belong to, if any.
     let mut own: Option<usize> = None;
     while let Some((flag, inline)) = args.next_arg() {
-        if common.apply(&mut args, &flag, inline.clone(), HELP)? {
+        if common.apply(&mut args, &flag, inline.clone(), HELP)?
+            || local.apply(&mut args, &flag, inline.clone())?
+        {
             continue;
         }
         let choice = match own {
@@ -175,6 +195,7 @@ pub fn run(mut args: Args) -> Result<ExitCode, Usage> {
             "missing the plugin command: put it after `--` or give `--plugin 'CMD ARGS'`".into(),
         ));
     }
+    s.backends = backends(&local)?;
     s.plugins = specs
         .iter()
         .map(|spec| Target::resolve(spec, &defaults, s.pin_plugin))
@@ -185,6 +206,22 @@ pub fn run(mut args: Args) -> Result<ExitCode, Usage> {
         return Err(Usage::Error(format!("`--pin-host {cpu}`: {e}")));
     }
     Ok(compare(&s, &common))
+}
+
+/// The development backends (in-memory storage, echoed sampling), or the local ones
+/// `--sampling-cmd` and `--storage-dir` ask for.
+fn backends(local: &Local) -> Result<Backends, Usage> {
+    let storage = local
+        .storage(&["user", "app", "tool"])?
+        .unwrap_or_else(|| Arc::new(MemoryStorage::new()));
+    let mcp_sampling = local.sampling();
+    let sampling: Arc<dyn Service> = mcp_sampling
+        .clone()
+        .unwrap_or_else(|| Arc::new(ScriptedSampling::echo()));
+    Ok(Backends {
+        handlers: Handlers::new().service(storage).service(sampling),
+        mcp_sampling,
+    })
 }
 
 fn cpu(flag: &str, text: &str) -> Result<usize, Usage> {
@@ -288,7 +325,7 @@ fn one_round(
         initialize: common.host.initialize_timeout,
         describe: common.host.effective_describe_timeout(),
     };
-    let mut session = Session::start(target, quiet, &timeouts, Handlers::dev_backends())
+    let mut session = Session::start(target, quiet, &timeouts, s.backends.clone())
         .map_err(|e| (ExitCode::from(2), format!("the plugin did not start: {e}")))?;
     let spoke = match &session.revision {
         Some(v) => format!("{} {v}", session.wire.name()),

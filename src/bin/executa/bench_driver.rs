@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{RecvTimeoutError, Sender, bounded};
-use executa::host::{Handlers, Protocol, ShutdownPolicy, shutdown_child};
+use executa::host::{Protocol, ShutdownPolicy, shutdown_child};
 use executa::wire::{self, Message};
 use executa::{Manifest, RpcError};
 use serde_json::json;
@@ -21,11 +21,12 @@ use serde_json::value::RawValue;
 
 use crate::bench_mcp::{self, Revision};
 use crate::bench_spec::Target;
-use crate::bench_wire::{InvokeParts, Responder, Wire, request_frame};
+use crate::bench_wire::{Backends, InvokeParts, Responder, Wire, request_frame};
 
 /// What one timed run measured.
 #[derive(Default)]
 pub struct Run {
+    /// One per answered request, failed ones too (`errors` counts those).
     pub latencies: Vec<Duration>,
     pub errors: usize,
     pub first_error: Option<String>,
@@ -72,13 +73,13 @@ impl Session {
     /// Spawns `target` (under `taskset -c CPU` when pinned, which execs it) as the leader
     /// of its own process group, so that the shutdown sequence reaches its helpers too,
     /// and shakes hands in the target's protocol ([`Session::handshake`]), each request
-    /// bounded by its timeout. Reverse calls go to `handlers` (Executa) or the MCP echo.
+    /// bounded by its timeout. Reverse calls go to `backends`.
     /// On failure the plugin is shut down ([`Session::close`]).
     pub fn start(
         target: &Target,
         quiet: bool,
         timeouts: &Timeouts,
-        handlers: Handlers,
+        backends: Backends,
     ) -> Result<Session, String> {
         let mut argv: Vec<String> = Vec::new();
         if let Some(cpu) = target.pin {
@@ -105,7 +106,7 @@ impl Session {
             child,
             stdin: BufWriter::with_capacity(64 * 1024, stdin),
             stdout: BufReader::with_capacity(64 * 1024, stdout),
-            responder: Responder::new(Wire::Executa, handlers),
+            responder: Responder::new(Wire::Executa, backends),
             next_id: 0,
             manifest: Manifest::default(),
             wire: Wire::Executa,

@@ -6,9 +6,9 @@
 
 use std::borrow::Cow;
 
-use executa::host::{MCP_PROPOSED, MCP_REVISIONS, is_mcp_revision};
+use executa::host::{MCP_PROPOSED, MCP_REVISIONS, ReverseCall, Service, is_mcp_revision};
 use executa::wire;
-use executa::{Manifest, RpcError};
+use executa::{Id, Manifest, RpcError};
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
@@ -105,23 +105,21 @@ pub fn failure(result: &RawValue) -> Option<String> {
 }
 
 /// The answer frame to one request from the server: `sampling/createMessage` echoes the
-/// last user message's text in MCP's result shape, `ping` gets `{}`, anything else -32601.
-pub fn answer(id: &RawValue, method: &str, params: Option<&RawValue>) -> Vec<u8> {
+/// last user message's text in MCP's result shape (or, given `sampler`, is answered with
+/// that service's text and model), `ping` gets `{}`, anything else -32601.
+pub fn answer(
+    id: &RawValue,
+    method: &str,
+    params: Option<&RawValue>,
+    sampler: Option<&dyn Service>,
+) -> Vec<u8> {
     let mut frame = Vec::with_capacity(256);
-    let result = match method {
-        "sampling/createMessage" => echo(params).and_then(|text| {
-            serde_json::value::to_raw_value(&Sampled {
-                role: "assistant",
-                content: Text {
-                    kind: "text",
-                    text: &text,
-                },
-                model: "executa-bench-echo",
-                stop_reason: "endTurn",
-            })
-            .map_err(|e| RpcError::new(-32603, e.to_string()))
-        }),
-        "ping" => serde_json::value::to_raw_value(&json!({}))
+    let result = match (method, sampler) {
+        ("sampling/createMessage", None) => {
+            echo(params).and_then(|text| sampled(&text, "executa-bench-echo"))
+        }
+        ("sampling/createMessage", Some(service)) => sample_with(service, id, method, params),
+        ("ping", _) => serde_json::value::to_raw_value(&json!({}))
             .map_err(|e| RpcError::new(-32603, e.to_string())),
         _ => Err(RpcError::new(
             -32601,
@@ -133,6 +131,49 @@ pub fn answer(id: &RawValue, method: &str, params: Option<&RawValue>) -> Vec<u8>
         Err(e) => wire::write_error(&mut frame, id, &e),
     }
     frame
+}
+
+/// MCP's sampling result: `{role: assistant, content: {type: text, text}, model,
+/// stopReason: endTurn}`.
+fn sampled(text: &str, model: &str) -> Result<Box<RawValue>, RpcError> {
+    serde_json::value::to_raw_value(&Sampled {
+        role: "assistant",
+        content: Text { kind: "text", text },
+        model,
+        stop_reason: "endTurn",
+    })
+    .map_err(|e| RpcError::new(-32603, e.to_string()))
+}
+
+/// A sampling call answered by `service` (`--sampling-cmd`): MCP's params are Executa's
+/// (one text block per message, as the servers the bench drives send). MCP has no
+/// invoke: each call is its own for the service's per-invoke budgets.
+fn sample_with(
+    service: &dyn Service,
+    id: &RawValue,
+    method: &str,
+    params: Option<&RawValue>,
+) -> Result<Box<RawValue>, RpcError> {
+    let params: Value = params
+        .and_then(|p| serde_json::from_str(p.get()).ok())
+        .unwrap_or_else(|| json!({}));
+    let call = ReverseCall {
+        method: method.to_owned(),
+        params,
+        invoke_id: Some(format!("mcp-{}", id.get())),
+        client_timeout: None,
+        id: Id::from_raw(id),
+    };
+    let answer = service.call(&call)?;
+    let text = answer
+        .pointer("/content/text")
+        .and_then(Value::as_str)
+        .ok_or_else(|| RpcError::new(-32603, "the sampling command answered no text"))?;
+    let model = answer
+        .get("model")
+        .and_then(Value::as_str)
+        .unwrap_or("unknown");
+    sampled(text, model)
 }
 
 #[derive(Deserialize)]
@@ -256,7 +297,7 @@ mod tests {
             {"role": "assistant", "content": {"type": "text", "text": "no"}},
             {"role": "user", "content": [{"type": "text", "text": "la"}, {"type": "text", "text": "st"}]}
         ], "maxTokens": 5}));
-        let frame = answer(&id, "sampling/createMessage", Some(&params));
+        let frame = answer(&id, "sampling/createMessage", Some(&params), None);
         let v: Value = serde_json::from_slice(&frame).unwrap();
         assert_eq!(
             v["result"],
@@ -264,9 +305,9 @@ mod tests {
                    "model": "executa-bench-echo", "stopReason": "endTurn"})
         );
         assert_eq!(v["id"], 7);
-        let v: Value = serde_json::from_slice(&answer(&id, "ping", None)).unwrap();
+        let v: Value = serde_json::from_slice(&answer(&id, "ping", None, None)).unwrap();
         assert_eq!(v["result"], json!({}));
-        let v: Value = serde_json::from_slice(&answer(&id, "roots/list", None)).unwrap();
+        let v: Value = serde_json::from_slice(&answer(&id, "roots/list", None, None)).unwrap();
         assert_eq!(v["error"]["code"], -32601);
     }
 

@@ -45,7 +45,8 @@ pub fn summarize(runs: &[Run]) -> Summary {
             pct(99.0),
             pct(100.0),
             mean,
-            (ok + r.errors) as f64 / elapsed,
+            // Every answered request has a latency, failed ones too.
+            ok as f64 / elapsed,
             elapsed,
         ]);
     }
@@ -54,7 +55,7 @@ pub fn summarize(runs: &[Run]) -> Summary {
     let per_request = |cpu: fn(&Run) -> Option<Duration>| {
         let xs: Option<Vec<f64>> = runs
             .iter()
-            .map(|r| Some(cpu(r)?.as_secs_f64() / (r.latencies.len() + r.errors).max(1) as f64))
+            .map(|r| Some(cpu(r)?.as_secs_f64() / r.latencies.len().max(1) as f64))
             .collect();
         xs.filter(|x| !x.is_empty())
             .map(|x| Duration::from_secs_f64(median_of(x)))
@@ -67,7 +68,7 @@ pub fn summarize(runs: &[Run]) -> Summary {
         max: d(3),
         mean: d(4),
         rate: median(5),
-        requests: runs.first().map_or(0, |r| r.latencies.len() + r.errors),
+        requests: runs.first().map_or(0, |r| r.latencies.len()),
         elapsed: median(6),
         errors: runs.iter().map(|r| r.errors).sum(),
         first_error: runs.iter().find_map(|r| r.first_error.clone()),

@@ -2,9 +2,10 @@
 //! the verdict on a reply, and who answers the plugin's own requests. Everything else (the
 //! pipes, ids, timing, the watchdog) is the same code for both (`bench_driver.rs`).
 
+use std::sync::Arc;
 use std::time::Duration;
 
-use executa::host::{Handlers, ReverseCall};
+use executa::host::{Handlers, ReverseCall, Service};
 use executa::{Id, wire};
 use serde::Deserialize;
 use serde_json::value::RawValue;
@@ -94,14 +95,22 @@ struct Envelope<'a> {
 /// Answers the plugin's requests to the bench.
 pub struct Responder {
     wire: Wire,
-    handlers: Handlers,
+    backends: Backends,
+}
+
+/// Who answers reverse calls: Executa's go to `handlers`; an MCP server's sampling to
+/// `mcp_sampling` when given, else to the bench's echo.
+#[derive(Clone)]
+pub struct Backends {
+    pub handlers: Handlers,
+    pub mcp_sampling: Option<Arc<dyn Service>>,
 }
 
 impl Responder {
-    /// Executa's reverse calls go to `handlers` (the development backends, unless the
+    /// Executa's reverse calls go to the handlers (the development backends, unless the
     /// command line chose others); MCP's are answered by [`bench_mcp::answer`].
-    pub fn new(wire: Wire, handlers: Handlers) -> Responder {
-        Responder { wire, handlers }
+    pub fn new(wire: Wire, backends: Backends) -> Responder {
+        Responder { wire, backends }
     }
 
     pub fn set_wire(&mut self, wire: Wire) {
@@ -113,7 +122,7 @@ impl Responder {
     /// the result is serialized straight into the frame.
     pub fn answer(&self, id: &RawValue, method: &str, params: Option<&RawValue>) -> Vec<u8> {
         if self.wire == Wire::Mcp {
-            return bench_mcp::answer(id, method, params);
+            return bench_mcp::answer(id, method, params, self.backends.mcp_sampling.as_deref());
         }
         let mut params: Value = params
             .and_then(|p| serde_json::from_str(p.get()).ok())
@@ -137,7 +146,7 @@ impl Responder {
             id: Id::from_raw(id),
         };
         let mut frame = Vec::with_capacity(256);
-        self.handlers.answer_into(&call, &mut frame);
+        self.backends.handlers.answer_into(&call, &mut frame);
         frame
     }
 }
