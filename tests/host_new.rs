@@ -102,3 +102,73 @@ fn a_new_crate_builds_passes_its_tests_and_checks_clean() {
     assert!(report.contains("PASS  reverse calls"), "{report}");
     let _ = std::fs::remove_dir_all(&parent);
 }
+
+/// The author's usual mistakes with `args!` fail to compile with a message that names the
+/// fix: an enum default written as its wire string, a plain serde type as a field, and a
+/// type not declared with `args!` given to `Tool::typed`. (A generated crate, its lib
+/// replaced; it shares the target directory above, so it compiles no dependency again.)
+#[test]
+fn args_mistakes_fail_to_compile_naming_the_fix() {
+    let parent = std::env::temp_dir().join(format!("executa-bad-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&parent);
+    std::fs::create_dir_all(&parent).expect("a scratch directory");
+    run(Command::new(env!("CARGO_BIN_EXE_executa"))
+        .args(["new", "mistakes", "--executa-path"])
+        .arg(repo())
+        .arg("--dir")
+        .arg(&parent));
+    let dir = parent.join("mistakes");
+    let lib = r#"
+use executa::{Invocation, Plugin, Tool, ToolError};
+use serde::Deserialize;
+
+executa::args! {
+    pub enum Speed { Normal = "normal", Fast = "fast" }
+
+    pub struct Order {
+        /// How fast
+        pub speed: Speed = "normal",
+        /// Where to
+        pub address: Address,
+    }
+}
+
+#[derive(Deserialize)]
+pub struct Address {
+    pub city: String,
+}
+
+#[derive(Deserialize)]
+pub struct Plain {
+    pub x: u32,
+}
+
+pub fn plugin() -> Plugin {
+    Plugin::new("mistakes", "0.1.0")
+        .tool(Tool::typed("order", "Orders", |_a: Order, _c: &Invocation| Ok::<_, ToolError>(1)))
+        .tool(Tool::typed("plain", "Plain", |_a: Plain, _c: &Invocation| Ok::<_, ToolError>(1)))
+}
+"#;
+    std::fs::write(dir.join("src/lib.rs"), lib).expect("write src/lib.rs");
+    let out = Command::new(env!("CARGO"))
+        .args(["build", "--offline", "--lib"])
+        .current_dir(&dir)
+        .env("CARGO_TARGET_DIR", shared_target())
+        .env_remove("RUSTFLAGS")
+        .env_remove("CARGO_BUILD_TARGET")
+        .stdin(Stdio::null())
+        .output()
+        .expect("run cargo build");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "the mistakes compiled:\n{stderr}");
+    for hint in [
+        "not its wire string",
+        "`Address` cannot be the type of an `args!` field",
+        "declare `Address` inside the same `executa::args! { ... }` block",
+        "`Plain` has no parameter list for `Tool::typed`",
+        "declare `Plain` inside `executa::args! { ... }`",
+    ] {
+        assert!(stderr.contains(hint), "no {hint:?} in:\n{stderr}");
+    }
+    let _ = std::fs::remove_dir_all(&parent);
+}
