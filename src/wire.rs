@@ -359,7 +359,13 @@ pub fn parse(line: &[u8]) -> Message<'_> {
         return match not_json(line) {
             None => Message::Invalid {
                 id: None,
-                reason: "a frame must be a JSON object".to_owned(),
+                reason: if line.trim_start().starts_with('[') {
+                    "a frame must be a JSON object (JSON-RPC batches are not supported: send \
+                     one message per line)"
+                } else {
+                    "a frame must be a JSON object"
+                }
+                .to_owned(),
             },
             Some(why) => Message::Unparsable(why),
         };

@@ -152,6 +152,12 @@ fn revisions_are_negotiated_and_executa_hosts_see_no_change() {
     conn.invoke(1, "echo", json!({"a": 1}));
     let m = conn.recv_until_id("1").0;
     assert_eq!(m.result(), &json!({"success": true, "data": {"a": 1}}));
+    // MCP's own methods are unknown to an Executa host, as without the feature.
+    for (id, method) in [(2, "ping"), (3, "tools/list"), (4, "tools/call")] {
+        conn.request(id, method, Some(json!({"name": "echo", "arguments": {}})));
+        let m = conn.recv_until_id(&id.to_string()).0;
+        assert_eq!(m.error_code(), -32601, "{}", m.raw);
+    }
     conn.finish();
 }
 

@@ -4,7 +4,6 @@
 use std::borrow::Cow;
 use std::fmt;
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde::de::{Deserialize, Deserializer, IgnoredAny, MapAccess, Visitor};
@@ -184,7 +183,7 @@ impl Invocation {
 
 impl Drop for Invocation {
     fn drop(&mut self) {
-        self.handle.link().ended.store(true, Ordering::Release);
+        self.handle.link().end();
     }
 }
 

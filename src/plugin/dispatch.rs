@@ -422,14 +422,18 @@ impl Service {
                 "executa: a reply of {size} bytes exceeds the {max}-byte limit; sent as RESULT_TOO_LARGE"
             );
         }
+        #[cfg(feature = "mcp")]
+        if kind == Reply::Mcp {
+            // MCP has no files/* to point to.
+            let error = format!(
+                "result too large: the response is {size} bytes, above the {max}-byte limit"
+            );
+            return super::mcp::tool_error(frame, id, &error, None);
+        }
         let error = format!(
             "result too large: the response is {size} bytes, above the {max}-byte limit; \
              send large payloads through files/* or host/uploadFile"
         );
-        #[cfg(feature = "mcp")]
-        if kind == Reply::Mcp {
-            return super::mcp::tool_error(frame, id, &error, None);
-        }
         if kind == Reply::Other {
             let error = RpcError::with_code(codes::INTERNAL_ERROR, "RESULT_TOO_LARGE", error);
             wire::write_error_to(frame, id, &error);

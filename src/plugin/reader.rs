@@ -527,16 +527,21 @@ impl Reader {
                 };
                 let params = params.map(|p| p.get());
                 #[cfg(feature = "mcp")]
-                if method == "tools/call" {
-                    let parts = InvokeParts::read_mcp(&self.svc.tools, line, params);
-                    return Parsed::Invoke(id, parts);
+                {
+                    let mcp = &self.svc.peer.mcp;
+                    if method == "initialize" {
+                        mcp.on_initialize(&self.svc.peer.session, params.unwrap_or("null"));
+                    } else if method == "tools/call" && mcp.is_active() {
+                        let parts = InvokeParts::read_mcp(&self.svc.tools, line, params);
+                        return Parsed::Invoke(id, parts);
+                    }
                 }
                 return if method == "invoke" {
                     let parts = InvokeParts::read_or_refuse(&self.svc.tools, line, params);
                     Parsed::Invoke(id, parts)
                 } else {
                     let params = params.and_then(|p| span_of(line, p));
-                    Parsed::Request(id, Method::parse(&method), params)
+                    Parsed::Request(id, self.method(&method), params)
                 };
             }
             Message::Response { id, outcome } => {
@@ -571,6 +576,17 @@ impl Reader {
                 return Parsed::Done;
             }
         })
+    }
+
+    /// A method as served: MCP's own (`tools/list`, `ping`) are unknown outside an MCP
+    /// session, as they are without the `mcp` feature.
+    fn method(&self, name: &str) -> Method {
+        let method = Method::parse(name);
+        #[cfg(feature = "mcp")]
+        if matches!(method, Method::ToolsList | Method::Ping) && !self.svc.peer.mcp.is_active() {
+            return Method::Other(name.to_owned());
+        }
+        method
     }
 
     /// Queues a job for the dispatch side, or refuses it (see [`Reader::enqueue`]). The

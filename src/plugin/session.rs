@@ -31,9 +31,9 @@ pub struct Negotiated {
     /// `capabilities.fileTransport`.
     pub file_transport: bool,
     /// The MCP revision agreed (`2025-06-18`, ...) when the client is an MCP client (the
-    /// `mcp` feature); `None` for an Executa host. An MCP client's `capabilities` are in
-    /// `host_capabilities`.
-    #[cfg(feature = "mcp")]
+    /// `mcp` feature); always `None` for an Executa host and without the feature (the
+    /// field is there either way, so that turning the feature on changes no type). An MCP
+    /// client's `capabilities` are in `host_capabilities`.
     pub mcp: Option<String>,
 }
 
@@ -63,7 +63,10 @@ impl Session {
     #[cfg(feature = "mcp")]
     pub fn mcp_client_samples(&self) -> bool {
         let n = self.lock();
-        n.mcp.is_some() && n.host_capabilities.contains_key("sampling")
+        n.mcp.is_some()
+            && n.host_capabilities
+                .get("sampling")
+                .is_some_and(Value::is_object)
     }
 
     /// A copy of everything negotiated.
@@ -108,7 +111,6 @@ impl Session {
                 .and_then(Value::as_bool)
                 == Some(true),
             host_capabilities: req.capabilities,
-            #[cfg(feature = "mcp")]
             mcp: None,
         };
         log::debug!(

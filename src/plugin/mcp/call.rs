@@ -24,12 +24,16 @@ impl Call {
             #[serde(rename = "progressToken", borrow)]
             progress_token: Option<&'a RawValue>,
         }
+        // The spec's token is a string or an integer: anything else sends no progress,
+        // and the token is written anew (compact, one line), never echoed byte for byte.
         let token = meta
             .and_then(|m| serde_json::from_str::<Meta<'_>>(m.get()).ok())
             .and_then(|m| m.progress_token)
-            .filter(|t| t.get() != "null");
+            .and_then(|t| serde_json::from_str::<Value>(t.get()).ok())
+            .filter(|t| t.is_string() || t.is_number())
+            .map(|t| wire::json_text(&t).into());
         Call {
-            progress_token: token.map(|t| t.get().into()),
+            progress_token: token,
         }
     }
 }
@@ -134,9 +138,10 @@ pub(crate) fn reverse_gate(
         return Ok(());
     };
     if prefix != "sampling/" {
+        let family = prefix.trim_end_matches('/');
         let msg = format!(
             "`{method}` has no counterpart in MCP: this plugin is serving an MCP client, \
-             which offers no Executa storage, files or agents"
+             which offers sampling but no Executa `{family}` calls"
         );
         return Err(RpcError::with_code(code, symbol, msg));
     }
@@ -185,6 +190,22 @@ mod tests {
             result_of("[1,2]"),
             json!({"content": [{"type": "text", "text": "[1,2]"}]})
         );
+    }
+
+    #[test]
+    fn a_progress_token_is_a_string_or_a_number_written_anew() {
+        let token = |meta: &str| {
+            let raw = serde_json::from_str::<&RawValue>(meta).expect("raw");
+            Call::new(Some(raw)).progress_token.map(String::from)
+        };
+        assert_eq!(
+            token(r#"{"progressToken": "ab"}"#).as_deref(),
+            Some("\"ab\"")
+        );
+        assert_eq!(token(r#"{"progressToken": 7}"#).as_deref(), Some("7"));
+        assert_eq!(token("{\"progressToken\": [1,\r\t2]}"), None);
+        assert_eq!(token(r#"{"progressToken": null}"#), None);
+        assert_eq!(token(r#"{"other": 1}"#), None);
     }
 
     #[test]

@@ -12,6 +12,7 @@ mod schema;
 pub(crate) use call::{Call, finish, progress_params, reverse_gate, tool_error};
 
 use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, OnceLock};
 
 use serde::Deserialize;
@@ -31,6 +32,10 @@ const CANCELLED_KEPT: usize = 64;
 /// MCP state of the connection, beside the peer.
 #[derive(Default)]
 pub(crate) struct State {
+    /// Whether the last `initialize` read was an MCP one. Set by the reader as it reads
+    /// it, so requests pipelined behind it see it: MCP's methods (`tools/call`,
+    /// `tools/list`, `ping`) are served only then, and an Executa host sees none of them.
+    active: AtomicBool,
     /// The `tools/list` result, made on first request from the manifest.
     tools: OnceLock<Box<RawValue>>,
     /// Ids (raw JSON text) of requests the client cancelled and that were not answered yet.
@@ -38,6 +43,18 @@ pub(crate) struct State {
 }
 
 impl State {
+    /// Reads an `initialize` (its params text) on the reader: an MCP one makes the session
+    /// MCP at once (revision, the client's capabilities); an Executa one ends MCP serving.
+    pub fn on_initialize(&self, session: &Session, params: &str) {
+        self.active
+            .store(accept(session, params).is_some(), Ordering::Release);
+    }
+
+    /// Whether the session is an MCP one.
+    pub fn is_active(&self) -> bool {
+        self.active.load(Ordering::Acquire)
+    }
+
     /// Records `notifications/cancelled`: the reply to `request_id` (raw JSON) is not sent.
     pub fn cancel(&self, request_id: &str) {
         let mut list = crate::lock::lock(&self.cancelled);
@@ -100,6 +117,34 @@ pub(crate) fn initialize(
     params: &str,
     manifest_json: &RawValue,
 ) -> Option<Value> {
+    let revision = accept(session, params)?;
+    let manifest: Value = serde_json::from_str(manifest_json.get()).unwrap_or_default();
+    let field = |k: &str| manifest.get(k).cloned().unwrap_or(Value::Null);
+    let mut info = Map::new();
+    info.insert("name".into(), field("name"));
+    info.insert("version".into(), field("version"));
+    if let Some(title) = manifest.get("display_name").filter(|t| t.is_string()) {
+        info.insert("title".into(), title.clone());
+    }
+    let mut reply = Map::new();
+    reply.insert("protocolVersion".into(), Value::from(revision));
+    reply.insert(
+        "capabilities".into(),
+        json!({ "tools": { "listChanged": false } }),
+    );
+    reply.insert("serverInfo".into(), Value::Object(info));
+    if let Some(text) = manifest
+        .get("description")
+        .filter(|d| d.as_str().is_some_and(|s| !s.is_empty()))
+    {
+        reply.insert("instructions".into(), text.clone());
+    }
+    Some(Value::Object(reply))
+}
+
+/// Records an MCP `initialize` (its params text) in the session and returns the revision
+/// agreed; `None`, recording nothing, for an Executa one.
+fn accept(session: &Session, params: &str) -> Option<&'static str> {
     #[derive(Deserialize)]
     struct Init {
         #[serde(rename = "protocolVersion")]
@@ -129,28 +174,7 @@ pub(crate) fn initialize(
         mcp: Some((*revision).to_owned()),
         ..Negotiated::default()
     });
-    let manifest: Value = serde_json::from_str(manifest_json.get()).unwrap_or_default();
-    let field = |k: &str| manifest.get(k).cloned().unwrap_or(Value::Null);
-    let mut info = Map::new();
-    info.insert("name".into(), field("name"));
-    info.insert("version".into(), field("version"));
-    if let Some(title) = manifest.get("display_name").filter(|t| t.is_string()) {
-        info.insert("title".into(), title.clone());
-    }
-    let mut reply = Map::new();
-    reply.insert("protocolVersion".into(), Value::from(*revision));
-    reply.insert(
-        "capabilities".into(),
-        json!({ "tools": { "listChanged": false } }),
-    );
-    reply.insert("serverInfo".into(), Value::Object(info));
-    if let Some(text) = manifest
-        .get("description")
-        .filter(|d| d.as_str().is_some_and(|s| !s.is_empty()))
-    {
-        reply.insert("instructions".into(), text.clone());
-    }
-    Some(Value::Object(reply))
+    Some(revision)
 }
 
 /// The `requestId` of a `notifications/cancelled` (its params text), as raw JSON text.

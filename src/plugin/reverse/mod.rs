@@ -130,6 +130,13 @@ impl InvokeLink {
     fn usage(&self) -> MutexGuard<'_, Usage> {
         crate::lock::lock(&self.usage)
     }
+
+    /// Marks the invoke ended, under the usage lock that progress is sent under (see
+    /// `InvokeHandle::send_progress_locked`).
+    pub fn end(&self) {
+        let _usage = self.usage();
+        self.ended.store(true, Ordering::Release);
+    }
 }
 
 /// A cloneable, `Send`, `'static` handle to one invoke, for reverse calls and progress,
@@ -376,10 +383,7 @@ impl InvokeHandle {
         params.insert("context".into(), json!({ "invoke_id": id }));
         let mut frame = Vec::with_capacity(256);
         wire::write_request(&mut frame, None, "executa/progress", &params);
-        if frame.len() > MAX_PROGRESS_BYTES || !self.take_progress_slot() {
-            return false;
-        }
-        self.0.peer.out.try_send(frame)
+        frame.len() <= MAX_PROGRESS_BYTES && self.send_progress(frame)
     }
 
     /// Progress to an MCP client: `notifications/progress` with the call's `progressToken`
@@ -394,22 +398,36 @@ impl InvokeHandle {
         let (Some(token), Ok(data)) = (&call.progress_token, serde_json::to_value(data)) else {
             return false;
         };
-        if !self.take_progress_slot() {
-            return false;
-        }
-        let params = {
-            let mut usage = self.0.usage();
-            super::mcp::progress_params(token, kind, &data, &mut usage.mcp_progress)
-        };
+        // The last value sent is read and advanced under the same lock as the send, so
+        // two threads of one invoke never send a decreasing `progress`.
+        let mut usage = self.0.usage();
+        let mut last = usage.mcp_progress;
+        let params = super::mcp::progress_params(token, kind, &data, &mut last);
         let mut frame = Vec::with_capacity(params.len() + 64);
         wire::write_request_raw(&mut frame, None, "notifications/progress", &params);
-        frame.len() <= MAX_PROGRESS_BYTES && self.0.peer.out.try_send(frame)
+        let sent =
+            frame.len() <= MAX_PROGRESS_BYTES && self.send_progress_locked(&mut usage, frame);
+        if sent {
+            usage.mcp_progress = last;
+        }
+        sent
     }
 
-    /// Admits at most `MAX_PROGRESS_PER_SECOND` events in any one-second window.
-    fn take_progress_slot(&self) -> bool {
-        let now = Instant::now();
+    /// Sends a progress frame unless the invoke has ended or the window is full.
+    fn send_progress(&self, frame: Vec<u8>) -> bool {
         let mut usage = self.0.usage();
+        self.send_progress_locked(&mut usage, frame)
+    }
+
+    /// As [`InvokeHandle::send_progress`], under the usage lock the invoke's end takes
+    /// too ([`InvokeLink::end`]): a handle on another thread can never send progress after
+    /// the reply, which MCP forbids. Admits at most `MAX_PROGRESS_PER_SECOND` events in any
+    /// one-second window.
+    fn send_progress_locked(&self, usage: &mut Usage, frame: Vec<u8>) -> bool {
+        if self.is_ended() {
+            return false;
+        }
+        let now = Instant::now();
         let window = &mut usage.progress_sent;
         while window
             .front()
@@ -421,7 +439,7 @@ impl InvokeHandle {
             return false;
         }
         window.push_back(now);
-        true
+        self.0.peer.out.try_send(frame)
     }
 
     fn wait_for(&self, method: &str, timeout: Option<Duration>) -> Duration {
