@@ -359,13 +359,9 @@ pub fn parse(line: &[u8]) -> Message<'_> {
         return match not_json(line) {
             None => Message::Invalid {
                 id: None,
-                reason: if line.trim_start().starts_with('[') {
-                    "a frame must be a JSON object (JSON-RPC batches are not supported: send \
-                     one message per line)"
-                } else {
-                    "a frame must be a JSON object"
-                }
-                .to_owned(),
+                reason: "a frame must be a JSON object (a JSON-RPC batch is not supported: \
+                         send one message per line)"
+                    .to_owned(),
             },
             Some(why) => Message::Unparsable(why),
         };
