@@ -172,13 +172,6 @@ impl Service {
                 let text = params
                     .and_then(|p| std::str::from_utf8(line.bytes(p)).ok())
                     .unwrap_or("null");
-                #[cfg(feature = "mcp")]
-                if let Some(reply) =
-                    super::mcp::initialize(&self.peer.session, text, &self.manifest_json)
-                {
-                    wire::write_result(frame, id, &reply);
-                    return self.send_reply(id, scratch);
-                }
                 let reply =
                     self.peer
                         .session
@@ -189,6 +182,11 @@ impl Service {
                 log::info!("executa: `shutdown` received; refusing new invokes until stdin closes");
                 self.refuse_waiting(self.pool.restrict(Admission::Closed), None);
                 wire::write_result(frame, id, &Empty {});
+            }
+            #[cfg(feature = "mcp")]
+            Method::McpInitialize(revision) => {
+                let reply = super::mcp::initialize_reply(revision, &self.manifest_json);
+                wire::write_result(frame, id, &reply);
             }
             #[cfg(feature = "mcp")]
             Method::ToolsList => {
@@ -203,14 +201,9 @@ impl Service {
                 wire::write_error_to(frame, id, &error);
             }
         }
-        self.send_reply(id, scratch);
-    }
-
-    /// Sends the reply to a request other than an invoke, within the payload cap (a
-    /// request's own text is quoted short; a plugin's manifest or health report could
-    /// still pass it).
-    fn send_reply(&self, id: &[u8], scratch: &mut Scratch) {
-        self.cap(&mut scratch.frame, id, Reply::Other);
+        // A reply of any kind stays within the payload cap (a request's own text is quoted
+        // short; a plugin's manifest or health report could still pass it).
+        self.cap(frame, id, Reply::Other);
         self.pool.replying();
         scratch.replying = true;
         self.peer.out.send_buffer(&mut scratch.frame, self.more());

@@ -115,6 +115,10 @@ pub(crate) enum Method {
     Describe,
     Health,
     Shutdown,
+    /// An `initialize` the reader found to be MCP's, and recorded, with the revision
+    /// agreed: only its reply is left to make.
+    #[cfg(feature = "mcp")]
+    McpInitialize(&'static str),
     /// MCP's `tools/list`.
     #[cfg(feature = "mcp")]
     ToolsList,

@@ -529,8 +529,12 @@ impl Reader {
                 #[cfg(feature = "mcp")]
                 {
                     let mcp = &self.svc.peer.mcp;
-                    if method == "initialize" {
-                        mcp.on_initialize(&self.svc.peer.session, params.unwrap_or("null"));
+                    if method == "initialize"
+                        && let Some(revision) =
+                            mcp.on_initialize(&self.svc.peer.session, params.unwrap_or("null"))
+                    {
+                        let params = params.and_then(|p| span_of(line, p));
+                        return Parsed::Request(id, Method::McpInitialize(revision), params);
                     } else if method == "tools/call" && mcp.is_active() {
                         let parts = InvokeParts::read_mcp(&self.svc.tools, line, params);
                         return Parsed::Invoke(id, parts);

@@ -44,10 +44,12 @@ pub(crate) struct State {
 
 impl State {
     /// Reads an `initialize` (its params text) on the reader: an MCP one makes the session
-    /// MCP at once (revision, the client's capabilities); an Executa one ends MCP serving.
-    pub fn on_initialize(&self, session: &Session, params: &str) {
-        self.active
-            .store(accept(session, params).is_some(), Ordering::Release);
+    /// MCP at once (revision, the client's capabilities) and returns the revision agreed,
+    /// for the reply ([`initialize_reply`]); an Executa one ends MCP serving (`None`).
+    pub fn on_initialize(&self, session: &Session, params: &str) -> Option<&'static str> {
+        let revision = accept(session, params);
+        self.active.store(revision.is_some(), Ordering::Release);
+        revision
     }
 
     /// Whether the session is an MCP one.
@@ -109,15 +111,9 @@ fn tool_entry(tool: &Value) -> Value {
     Value::Object(m)
 }
 
-/// Answers an MCP `initialize` (its params text): `None` when its `protocolVersion` is not
-/// a date, i.e. the client is an Executa host. Records the session as MCP, with the
-/// client's capabilities (`sampling` among them).
-pub(crate) fn initialize(
-    session: &Session,
-    params: &str,
-    manifest_json: &RawValue,
-) -> Option<Value> {
-    let revision = accept(session, params)?;
+/// The result of an MCP `initialize` already recorded by [`State::on_initialize`]:
+/// `revision`, and `serverInfo` and `instructions` from the manifest.
+pub(crate) fn initialize_reply(revision: &str, manifest_json: &RawValue) -> Value {
     let manifest: Value = serde_json::from_str(manifest_json.get()).unwrap_or_default();
     let field = |k: &str| manifest.get(k).cloned().unwrap_or(Value::Null);
     let mut info = Map::new();
@@ -139,7 +135,7 @@ pub(crate) fn initialize(
     {
         reply.insert("instructions".into(), text.clone());
     }
-    Some(Value::Object(reply))
+    Value::Object(reply)
 }
 
 /// Records an MCP `initialize` (its params text) in the session and returns the revision
