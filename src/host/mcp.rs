@@ -23,7 +23,7 @@ use crate::protocol::ProtocolVersion;
 
 pub(crate) use crate::protocol::{MCP_REVISIONS as REVISIONS, is_mcp_revision as is_dated};
 /// The revision the host proposes in its MCP `initialize`.
-pub const PROPOSED: &str = "2025-11-25";
+pub const PROPOSED: &str = REVISIONS[REVISIONS.len() - 1];
 /// Most `tools/list` pages read for one `describe`: a server whose cursors never end
 /// cannot keep the host reading (each page is bounded by the frame cap).
 const MAX_PAGES: usize = 100;

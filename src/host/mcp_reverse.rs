@@ -51,12 +51,13 @@ fn sole_invoke(shared: &Shared) -> Option<String> {
     }
 }
 
-/// MCP `sampling/createMessage` params in the Executa shape the sampling handlers read.
+/// MCP `sampling/createMessage` params in the Executa shape the sampling handlers read
+/// (public as `executa::host::mcp_sampling_params`, for drivers that own the pipes).
 /// The two are the same (`messages`, `maxTokens`, `systemPrompt`, `temperature`,
 /// `stopSequences`, `modelPreferences`, `includeContext`, `metadata`) except that MCP
 /// lets a message's `content` be a list of blocks: a list of text blocks becomes one
 /// text block (any other list is left for the handler to refuse), and `_meta` goes.
-fn to_executa(params: Value) -> Value {
+pub fn to_executa(params: Value) -> Value {
     let Value::Object(mut map) = params else {
         return params;
     };
@@ -85,8 +86,9 @@ fn joined_text(blocks: &[Value]) -> Option<String> {
 
 /// A sampling handler's answer (the Executa result shape) as the MCP result:
 /// `{role, content: {type: "text", text}, model, stopReason?}`; the Executa extras
-/// (`usage`, `_meta`) stay home. An answer without text is -32603.
-pub(super) fn sampling_result(answer: &Value) -> Result<Value, RpcError> {
+/// (`usage`, `_meta`) stay home. An answer without text is -32603. (Public as
+/// `executa::host::mcp_sampling_result`.)
+pub fn sampling_result(answer: &Value) -> Result<Value, RpcError> {
     let content = answer.get("content");
     let text = content
         .and_then(|c| c.get("text"))

@@ -111,6 +111,7 @@ pub use context::{InvokeOptions, new_invoke_id};
 pub use dispatch::Handlers;
 pub use mcp::{PROPOSED as MCP_PROPOSED, suggests_version as suggests_mcp};
 pub use mcp_manifest::manifest_of as mcp_manifest;
+pub use mcp_reverse::{sampling_result as mcp_sampling_result, to_executa as mcp_sampling_params};
 pub use options::{HostOptions, Protocol, RestartPolicy, ShutdownPolicy, StderrRelay};
 pub use process::PluginProcess;
 pub use sample_args::sample_arguments;

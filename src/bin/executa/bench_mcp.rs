@@ -6,7 +6,10 @@
 
 use std::borrow::Cow;
 
-use executa::host::{MCP_PROPOSED, MCP_REVISIONS, ReverseCall, Service, is_mcp_revision};
+use executa::host::{
+    MCP_PROPOSED, MCP_REVISIONS, ReverseCall, Service, is_mcp_revision, mcp_sampling_params,
+    mcp_sampling_result,
+};
 use executa::wire;
 use executa::{Id, Manifest, RpcError};
 use serde::{Deserialize, Serialize};
@@ -145,9 +148,9 @@ fn sampled(text: &str, model: &str) -> Result<Box<RawValue>, RpcError> {
     .map_err(|e| RpcError::new(-32603, e.to_string()))
 }
 
-/// A sampling call answered by `service` (`--sampling-cmd`): MCP's params are Executa's
-/// (one text block per message, as the servers the bench drives send). MCP has no
-/// invoke: each call is its own for the service's per-invoke budgets.
+/// A sampling call answered by `service` (`--sampling-cmd`), its params and answer mapped
+/// as `executa::host` maps them (a message's list of text blocks becomes one block). MCP
+/// has no invoke: each call is its own for the service's per-invoke budgets.
 fn sample_with(
     service: &dyn Service,
     id: &RawValue,
@@ -159,21 +162,13 @@ fn sample_with(
         .unwrap_or_else(|| json!({}));
     let call = ReverseCall {
         method: method.to_owned(),
-        params,
+        params: mcp_sampling_params(params),
         invoke_id: Some(format!("mcp-{}", id.get())),
         client_timeout: None,
         id: Id::from_raw(id),
     };
-    let answer = service.call(&call)?;
-    let text = answer
-        .pointer("/content/text")
-        .and_then(Value::as_str)
-        .ok_or_else(|| RpcError::new(-32603, "the sampling command answered no text"))?;
-    let model = answer
-        .get("model")
-        .and_then(Value::as_str)
-        .unwrap_or("unknown");
-    sampled(text, model)
+    let answer = mcp_sampling_result(&service.call(&call)?)?;
+    serde_json::value::to_raw_value(&answer).map_err(|e| RpcError::new(-32603, e.to_string()))
 }
 
 #[derive(Deserialize)]
