@@ -4,8 +4,8 @@
 
 use std::io::{Read, Write};
 use std::os::unix::process::CommandExt;
-use std::process::{Child, Command, ExitStatus, Stdio};
-use std::thread::JoinHandle;
+use std::process::{Command, Stdio};
+use std::sync::Arc;
 use std::time::Duration;
 
 use crossbeam_channel::RecvTimeoutError;
@@ -13,15 +13,22 @@ use serde_json::Value;
 
 use super::sampling::ScriptedSampling;
 use crate::error::RpcError;
+use crate::host::options::{ShutdownPolicy, StderrRelay};
 use crate::host::service::{ReverseCall, Service};
+use crate::host::shutdown_child;
+use crate::host::stderr::{self, StderrTail};
 
 /// How long one command may run unless told otherwise (the plugin's own sampling call
 /// waits 90 s at most; the host answers before that).
 pub const DEFAULT_COMMAND_TIMEOUT: Duration = Duration::from_secs(80);
 /// The most stdout taken as an answer unless told otherwise.
 pub const DEFAULT_MAX_OUTPUT: usize = 1024 * 1024;
-/// The most stderr kept for an error message.
-const STDERR_KEPT: usize = 2048;
+/// The most stderr lines kept for an error message.
+const STDERR_LINES: usize = 16;
+/// How long, once the command is gone, its stderr may stay open (a helper it left
+/// behind may hold it) before the error message goes without the rest; and how long a
+/// command that closed its stdout may take to exit, or the kernel to reap it once killed.
+const AFTERMATH: Duration = Duration::from_secs(1);
 /// The code a failed command is answered with: the sampling family's provider error.
 const PROVIDER_ERROR: i64 = -32003;
 
@@ -88,12 +95,18 @@ impl CommandSampling {
         // Written from its own thread: a command that answers before it has read all of
         // its input must not wedge us on a full pipe. A command that never reads makes
         // the write fail (broken pipe) once it exits, or is killed at the timeout.
-        let writer = std::thread::spawn(move || {
+        // Not joined: it ends when the command reads its input or the pipe breaks, and a
+        // helper that keeps the pipe open without reading must not hold up the answer.
+        std::thread::spawn(move || {
             if let Some(mut stdin) = stdin {
                 let _ = stdin.write_all(prompt.as_bytes());
             }
         });
-        let stderr = child.stderr.take().map(|e| drain(e, STDERR_KEPT));
+        let tail = Arc::new(StderrTail::new(STDERR_LINES));
+        if let Some(pipe) = child.stderr.take() {
+            let tail = tail.clone();
+            std::thread::spawn(move || stderr::run(pipe, &tail, "sampling", StderrRelay::Quiet));
+        }
         let (tx, rx) = crossbeam_channel::bounded(1);
         let stdout = child.stdout.take();
         let limit = self.max_output;
@@ -116,14 +129,21 @@ impl CommandSampling {
             )),
             Err(RecvTimeoutError::Disconnected) => Err("its stdout reader failed".to_owned()),
         };
-        if outcome.is_err() {
-            let _ = crate::sys::send_signal_group(child.id(), libc::SIGKILL);
-        }
-        let status = reap(&mut child, outcome.is_ok());
-        // Whatever it left running in the background (holding stderr open) goes too.
-        let _ = crate::sys::send_signal_group(child.id(), libc::SIGKILL);
-        let _ = writer.join();
-        let stderr = stderr.and_then(|h| h.join().ok()).unwrap_or_default();
+        // After its stdout closed it is ending, so it gets a short while to exit; one that
+        // failed (too slow, too much) is killed at once. Either way what it started in its
+        // group goes too (the shutdown sequence's last step).
+        let policy = ShutdownPolicy {
+            stdin_grace: if outcome.is_ok() {
+                AFTERMATH
+            } else {
+                Duration::ZERO
+            },
+            term_grace: Duration::ZERO,
+            kill_wait: AFTERMATH,
+        };
+        let status = shutdown_child(&mut child, &policy).status;
+        tail.wait_done(AFTERMATH);
+        let stderr = tail.snapshot().join("\n");
         let out = outcome.map_err(|why| self.failed(&why, &stderr))?;
         match status {
             Some(s) if s.success() => {}
@@ -148,40 +168,6 @@ impl CommandSampling {
             )
         }
     }
-}
-
-/// Waits for the command's exit. After its stdout closed it is ending (or was killed):
-/// the wait is then short. A command that closed stdout but runs on is killed.
-fn reap(child: &mut Child, finished: bool) -> Option<ExitStatus> {
-    if finished {
-        for _ in 0..50 {
-            match child.try_wait() {
-                Ok(Some(status)) => return Some(status),
-                Ok(None) => std::thread::sleep(Duration::from_millis(20)),
-                Err(_) => return None,
-            }
-        }
-        let _ = crate::sys::send_signal_group(child.id(), libc::SIGKILL);
-    }
-    child.wait().ok()
-}
-
-/// Reads a pipe to its end on its own thread, keeping the last `keep` bytes as text.
-fn drain(mut pipe: impl Read + Send + 'static, keep: usize) -> JoinHandle<String> {
-    std::thread::spawn(move || {
-        let mut kept: Vec<u8> = Vec::new();
-        let mut buf = [0u8; 4096];
-        while let Ok(n) = pipe.read(&mut buf) {
-            if n == 0 {
-                break;
-            }
-            kept.extend_from_slice(&buf[..n]);
-            if kept.len() > keep {
-                kept.drain(..kept.len() - keep);
-            }
-        }
-        String::from_utf8_lossy(&kept).into_owned()
-    })
 }
 
 /// The request as the command's input: one message's text alone, or a transcript.
@@ -268,5 +254,29 @@ mod tests {
         // The request is checked before anything runs.
         let e = ask(&CommandSampling::new("true"), json!({ "messages": [] })).unwrap_err();
         assert_eq!(e.code, -32004);
+    }
+
+    /// A helper that leaves the command's process group and keeps its stderr open does
+    /// not hold the answer back (it used to, for as long as the helper lived).
+    #[test]
+    fn a_helper_holding_stderr_does_not_hold_the_answer() {
+        let pid_file = std::env::temp_dir().join(format!("executa-cmd-{}", std::process::id()));
+        let cmd = format!(
+            "setsid sh -c 'echo $$ > {}; exec sleep 600' >/dev/null & sleep 0.2; echo hi",
+            pid_file.display()
+        );
+        let (tx, rx) = crossbeam_channel::bounded(1);
+        std::thread::spawn(move || {
+            let _ = tx.send(ask(&CommandSampling::new(cmd), one("x")));
+        });
+        let answer = rx.recv_timeout(Duration::from_secs(60));
+        if let Ok(pid) = std::fs::read_to_string(&pid_file) {
+            let _ = Command::new("kill").arg(pid.trim()).status();
+        }
+        let _ = std::fs::remove_file(&pid_file);
+        let answer = answer
+            .expect("an answer while the helper still runs")
+            .unwrap();
+        assert_eq!(answer["content"]["text"], "hi");
     }
 }
