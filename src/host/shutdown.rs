@@ -11,7 +11,7 @@ use super::process::PluginProcess;
 use super::shared::{self, CLOSE_WAIT, THREAD_JOIN_WAIT};
 use super::signal::{self, Signal};
 use super::types::{ExitStage, ShutdownReport};
-use super::{dispatch, reader};
+use super::{dispatch, reader, writer};
 use crate::lock::lock;
 
 impl PluginProcess {
@@ -165,6 +165,7 @@ fn report_suppressed() {
         &dispatch::QUICK_ANSWER_DROPPED,
         &dispatch::PROGRESS_DROPPED,
         &dispatch::PROGRESS_PANICKED,
+        &writer::PARTIAL,
     ] {
         limit.flush();
     }

@@ -39,6 +39,11 @@ use crate::lock::lock;
 use crate::sys::{self, ATOMIC_PIPE_WRITE, BlockingWrites};
 use crate::writer::{Inbox, Out, Outbox, SendFailure};
 
+/// A pipe that took part of an atomic write (never seen; logged within a limit, and
+/// flushed at shutdown with the host's other limits).
+pub(super) static PARTIAL: crate::log_limit::NamedLimit =
+    crate::log_limit::NamedLimit::new("partial atomic write");
+
 /// Bytes of queued frames gathered into one write.
 const BURST: usize = 64 * 1024;
 
@@ -152,8 +157,6 @@ impl PluginStdin {
             // all (POSIX), and `direct` is only set for a pipe. Were it to, the rest would
             // have to go now, before any other frame, waiting for room if need be.
             Ok(n) => {
-                static PARTIAL: crate::log_limit::NamedLimit =
-                    crate::log_limit::NamedLimit::new("partial atomic write");
                 if PARTIAL.allow() {
                     log::error!(
                         "a pipe took part of an atomic write ({n} of {})",

@@ -273,7 +273,7 @@ impl Tool {
     /// complete by construction (and a `.param` list beside it is compared by
     /// `disagreements`).
     pub(crate) fn unpublished(&self, problems: &mut Vec<String>) {
-        if let Some(fields) = self.fields.filter(|_| self.declared.is_none()) {
+        if let Some(fields) = self.fields {
             fields(&self.spec.name, &self.params, problems);
         }
     }

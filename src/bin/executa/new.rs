@@ -125,6 +125,7 @@ fn write_all(root: &Path, files: &[(&str, String)]) -> std::io::Result<()> {
 
 /// This crate's own `[profile.release]` section (the size profile), copied so the two
 /// never drift apart: a dependency's profile never reaches the binary built from it.
+/// (`tests/host_new.rs` checks the generated crate has it.)
 fn release_profile() -> String {
     const MANIFEST: &str = include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/Cargo.toml"));
     let mut out = String::new();
@@ -138,21 +139,18 @@ fn release_profile() -> String {
             out.push('\n');
         }
     }
-    if out.is_empty() {
-        out = "[profile.release]\nopt-level = \"z\"\nlto = true\ncodegen-units = 1\nstrip = true\n"
-            .to_owned();
-    }
     out.trim_end().to_owned() + "\n"
 }
 
 fn files(name: &str, dependency: &str) -> Vec<(&'static str, String)> {
     let lib = name.replace('-', "_");
+    let profile = release_profile();
     let fill = |template: &str| {
         template
             .replace("{{name}}", name)
             .replace("{{lib}}", &lib)
             .replace("{{executa}}", dependency)
-            .replace("{{profile}}", &release_profile())
+            .replace("{{profile}}", &profile)
             .replace("{{version}}", env!("CARGO_PKG_VERSION"))
     };
     vec![

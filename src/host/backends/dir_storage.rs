@@ -48,14 +48,17 @@ impl DirStorage {
         std::fs::create_dir_all(dir).map_err(named)?;
         let file = dir.join(STORAGE_FILE);
         let store = MemoryStorage::with_scopes(scopes);
+        // Looked at before it is read: a file this backend never wrote is not loaded whole.
+        if let Ok(meta) = std::fs::metadata(&file)
+            && meta.len() > max_file_bytes() as u64
+        {
+            return Err(Error::Protocol(format!(
+                "{}: {} bytes is more than this backend ever writes",
+                file.display(),
+                meta.len()
+            )));
+        }
         match std::fs::read(&file) {
-            Ok(bytes) if bytes.len() > max_file_bytes() => {
-                return Err(Error::Protocol(format!(
-                    "{}: {} bytes is more than this backend ever writes",
-                    file.display(),
-                    bytes.len()
-                )));
-            }
             Ok(bytes) => {
                 let snapshot: Value = serde_json::from_slice(&bytes)
                     .map_err(|e| Error::Protocol(format!("{}: {e}", file.display())))?;
