@@ -11,7 +11,7 @@ use serde_json::json;
 use serde_json::value::RawValue;
 
 use super::context::{Context, InvokeOptions, InvokeParams, SecretMap, deadline_ms, new_invoke_id};
-use super::mcp::{self, is_dated};
+use super::mcp::{self, Revision};
 use super::mcp_manifest;
 use super::options::Protocol;
 use super::pending::Reply;
@@ -85,9 +85,10 @@ impl PluginProcess {
                 .shared
                 .request_as(id, "initialize", Some(&params), timeout)
             {
-                Ok(raw) => match dated_version(&raw).filter(|_| detect) {
-                    Some(revision) => self.switch_to_mcp(&raw, &revision, start)?,
-                    None => Handshake::from_result(&raw, elapsed()),
+                Ok(raw) => match mcp::revision(&raw) {
+                    Revision::None => Handshake::from_result(&raw, elapsed()),
+                    _ if !detect => Handshake::from_result(&raw, elapsed()),
+                    dated => self.switch_to_mcp(&raw, dated, start)?,
                 },
                 Err(Error::Remote(e)) if detect && mcp::suggests_version(&e) => {
                     match self.initialize_mcp(self.shared.fresh_id(), start) {
@@ -409,15 +410,4 @@ fn parse_manifest(raw: &RawValue) -> Result<Manifest> {
         ));
     }
     Ok(serde_json::from_value(value)?)
-}
-
-/// The `protocolVersion` of an `initialize` answer when it is an MCP revision's date.
-fn dated_version(raw: &RawValue) -> Option<String> {
-    #[derive(serde::Deserialize)]
-    struct Answer {
-        #[serde(rename = "protocolVersion")]
-        version: Option<String>,
-    }
-    let answer: Answer = serde_json::from_str(raw.get()).ok()?;
-    answer.version.filter(|v| is_dated(v))
 }

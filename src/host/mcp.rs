@@ -28,6 +28,90 @@ pub const PROPOSED: &str = REVISIONS[REVISIONS.len() - 1];
 /// cannot keep the host reading (each page is bounded by the frame cap).
 const MAX_PAGES: usize = 100;
 
+/// What an `initialize` answer says about the protocol, read the same way by the host
+/// and by drivers that own the pipes (`executa bench`).
+#[derive(Debug, PartialEq, Eq)]
+pub enum Revision {
+    /// No dated `protocolVersion`: an Executa plugin's answer.
+    None,
+    /// A dated revision spoken here ([`REVISIONS`]): the session is MCP.
+    Spoken(String),
+    /// A dated revision not spoken here (an MCP server answers a revision it does not know,
+    /// such as Executa's `2.0`, with its own newest): propose [`PROPOSED`] in an MCP
+    /// `initialize`.
+    Other(String),
+}
+
+/// The revision an `initialize` result names. Never blocks.
+pub fn revision(result: &RawValue) -> Revision {
+    #[derive(serde::Deserialize)]
+    struct Answer {
+        #[serde(rename = "protocolVersion")]
+        version: Option<String>,
+    }
+    let version = serde_json::from_str::<Answer>(result.get())
+        .ok()
+        .and_then(|a| a.version);
+    match version {
+        Some(v) if REVISIONS.contains(&v.as_str()) => Revision::Spoken(v),
+        Some(v) if is_dated(&v) => Revision::Other(v),
+        _ => Revision::None,
+    }
+}
+
+/// `tools/list` read page by page, the same way by the host and by drivers that own the
+/// pipes (`executa bench`): the params of each request, and each page's result taken in,
+/// following `nextCursor` for at most 100 pages.
+#[derive(Default)]
+pub struct ToolsPager {
+    tools: Vec<Value>,
+    cursor: Option<String>,
+    pages: usize,
+}
+
+impl ToolsPager {
+    /// The params of the next `tools/list` request (`{}`, then `{"cursor": ...}`).
+    pub fn params(&self) -> Value {
+        match &self.cursor {
+            Some(c) => json!({ "cursor": c }),
+            None => json!({}),
+        }
+    }
+
+    /// Takes in one page's result: `Ok(true)` when it was the last, `Ok(false)` when the
+    /// next must be asked for. A page without a `tools` array, a cursor repeated, or more
+    /// than 100 pages are [`Error::Protocol`]. Never blocks.
+    pub fn take(&mut self, result: &RawValue) -> Result<bool> {
+        let mut page: Value = serde_json::from_str(result.get())?;
+        let Some(Value::Array(list)) = page.get_mut("tools").map(Value::take) else {
+            return Err(Error::Protocol(format!(
+                "tools/list result has no `tools` array: {}",
+                snippet(result.get())
+            )));
+        };
+        self.tools.extend(list);
+        self.pages += 1;
+        match page.get("nextCursor").and_then(Value::as_str) {
+            Some(next) if self.cursor.as_deref() == Some(next) => Err(Error::Protocol(format!(
+                "tools/list returned the cursor {next:?} it was given: the pages never end"
+            ))),
+            Some(next) if !next.is_empty() && self.pages == MAX_PAGES => Err(Error::Protocol(
+                format!("tools/list: more than {MAX_PAGES} pages; stopped reading"),
+            )),
+            Some(next) if !next.is_empty() => {
+                self.cursor = Some(next.to_owned());
+                Ok(false)
+            }
+            _ => Ok(true),
+        }
+    }
+
+    /// The tools of every page taken, in order.
+    pub fn into_tools(self) -> Vec<Value> {
+        self.tools
+    }
+}
+
 /// Whether an error answering the Executa `initialize` reads like a refusal of its
 /// version ("unsupported protocol version"), which an MCP server may send instead of
 /// naming its own revision: [`Protocol::Auto`](super::Protocol::Auto) then retries once
@@ -95,12 +179,12 @@ impl PluginProcess {
     pub(super) fn switch_to_mcp(
         &self,
         raw: &RawValue,
-        echoed: &str,
+        revision: Revision,
         start: Instant,
     ) -> Result<Handshake> {
-        if REVISIONS.contains(&echoed) {
+        let Revision::Other(echoed) = revision else {
             return self.adopt_mcp(raw, start);
-        }
+        };
         log::debug!(
             "[plugin:{}] MCP server answered revision {echoed}; initializing again with {PROPOSED}",
             self.shared.label
@@ -113,9 +197,8 @@ impl PluginProcess {
     /// `tools` array, a cursor repeated or more pages than that are [`Error::Protocol`].
     pub(super) fn list_tools(&self, timeout: Duration) -> Result<Box<RawValue>> {
         let deadline = Instant::now() + timeout;
-        let mut tools = Vec::new();
-        let mut cursor: Option<String> = None;
-        for _ in 0..MAX_PAGES {
+        let mut pager = ToolsPager::default();
+        loop {
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
                 return Err(Error::Timeout {
@@ -123,32 +206,14 @@ impl PluginProcess {
                     after: timeout,
                 });
             }
-            let params = match &cursor {
-                Some(c) => json!({ "cursor": c }),
-                None => json!({}),
-            };
-            let raw = self.shared.request("tools/list", Some(&params), left)?;
-            let mut page: Value = serde_json::from_str(raw.get())?;
-            let Some(Value::Array(list)) = page.get_mut("tools").map(Value::take) else {
-                return Err(Error::Protocol(format!(
-                    "tools/list result has no `tools` array: {}",
-                    snippet(raw.get())
-                )));
-            };
-            tools.extend(list);
-            match page.get("nextCursor").and_then(Value::as_str) {
-                Some(next) if cursor.as_deref() == Some(next) => {
-                    return Err(Error::Protocol(format!(
-                        "tools/list returned the cursor {next:?} it was given: the pages never end"
-                    )));
-                }
-                Some(next) if !next.is_empty() => cursor = Some(next.to_owned()),
-                _ => return Ok(serde_json::value::to_raw_value(&json!({ "tools": tools }))?),
+            let raw = self
+                .shared
+                .request("tools/list", Some(&pager.params()), left)?;
+            if pager.take(&raw)? {
+                let tools = pager.into_tools();
+                return Ok(serde_json::value::to_raw_value(&json!({ "tools": tools }))?);
             }
         }
-        Err(Error::Protocol(format!(
-            "tools/list: more than {MAX_PAGES} pages; stopped reading"
-        )))
     }
 
     /// `tools/call {name, arguments}` under `invoke_id`, which is also the
@@ -320,6 +385,62 @@ mod tests {
     fn result(json: &str) -> InvokeResult {
         let raw = RawValue::from_string(json.to_owned()).expect("JSON");
         InvokeResult::from_mcp(raw, "inv".into(), Duration::ZERO).expect("an object")
+    }
+
+    #[test]
+    fn dated_revisions_are_mcp_and_only_known_ones_are_spoken() {
+        let raw = |v: Value| serde_json::value::to_raw_value(&v).expect("JSON");
+        for v in REVISIONS {
+            let r = revision(&raw(json!({"protocolVersion": v})));
+            assert_eq!(r, Revision::Spoken(v.to_owned()));
+        }
+        let newer = revision(&raw(json!({"protocolVersion": "2099-01-01"})));
+        assert_eq!(newer, Revision::Other("2099-01-01".to_owned()));
+        for executa in [json!({"protocolVersion": "2.0"}), json!({}), json!([])] {
+            assert_eq!(revision(&raw(executa)), Revision::None);
+        }
+    }
+
+    #[test]
+    fn the_pager_follows_cursors_and_refuses_pages_without_end() {
+        let raw = |v: Value| serde_json::value::to_raw_value(&v).expect("JSON");
+        let mut pager = ToolsPager::default();
+        assert_eq!(pager.params(), json!({}));
+        let first = raw(json!({"tools": [{"name": "a"}], "nextCursor": "p2"}));
+        assert!(!pager.take(&first).expect("a page"));
+        assert_eq!(pager.params(), json!({"cursor": "p2"}));
+        assert!(
+            pager
+                .take(&raw(json!({"tools": [{"name": "b"}]})))
+                .expect("the last page")
+        );
+        assert_eq!(
+            pager.into_tools(),
+            vec![json!({"name": "a"}), json!({"name": "b"})]
+        );
+        let mut pager = ToolsPager::default();
+        assert!(!pager.take(&first).expect("a page"));
+        assert!(
+            matches!(pager.take(&first), Err(Error::Protocol(_))),
+            "a cursor repeated"
+        );
+        let mut pager = ToolsPager::default();
+        let pages = (0..MAX_PAGES)
+            .map(|i| pager.take(&raw(json!({"tools": [], "nextCursor": format!("c{i}")}))))
+            .collect::<Vec<_>>();
+        assert!(
+            pages[..MAX_PAGES - 1]
+                .iter()
+                .all(|p| matches!(p, Ok(false)))
+        );
+        assert!(
+            matches!(pages[MAX_PAGES - 1], Err(Error::Protocol(_))),
+            "past the cap"
+        );
+        assert!(matches!(
+            ToolsPager::default().take(&raw(json!({"items": []}))),
+            Err(Error::Protocol(_))
+        ));
     }
 
     #[test]

@@ -109,7 +109,10 @@ pub use client::Host;
 pub use command::PluginCommand;
 pub use context::{InvokeOptions, new_invoke_id};
 pub use dispatch::Handlers;
-pub use mcp::{PROPOSED as MCP_PROPOSED, suggests_version as suggests_mcp};
+pub use mcp::{
+    PROPOSED as MCP_PROPOSED, Revision as McpRevision, ToolsPager as McpToolsPager,
+    revision as mcp_revision, suggests_version as suggests_mcp,
+};
 pub use mcp_manifest::manifest_of as mcp_manifest;
 pub use mcp_reverse::{sampling_result as mcp_sampling_result, to_executa as mcp_sampling_params};
 pub use options::{HostOptions, Protocol, RestartPolicy, ShutdownPolicy, StderrRelay};

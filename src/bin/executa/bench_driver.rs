@@ -13,13 +13,15 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{RecvTimeoutError, Sender, bounded};
-use executa::host::{Protocol, ShutdownPolicy, shutdown_child};
+use executa::host::{
+    McpRevision, McpToolsPager, Protocol, ShutdownPolicy, mcp_revision, shutdown_child,
+};
 use executa::wire::{self, Message};
 use executa::{Manifest, RpcError};
 use serde_json::json;
 use serde_json::value::RawValue;
 
-use crate::bench_mcp::{self, Revision};
+use crate::bench_mcp;
 use crate::bench_spec::Target;
 use crate::bench_wire::{Backends, InvokeParts, Responder, Wire, request_frame};
 
@@ -143,10 +145,10 @@ impl Session {
             }
             Protocol::Mcp => Some(self.initialize_mcp(t)?),
             Protocol::Auto => match self.request("initialize", &executa_init, t.initialize) {
-                Ok(Ok(result)) => match bench_mcp::revision(&result) {
-                    Revision::Spoken(v) => Some((result, v)),
-                    Revision::Other(_) => Some(self.initialize_mcp(t)?),
-                    Revision::None => None,
+                Ok(Ok(result)) => match mcp_revision(&result) {
+                    McpRevision::Spoken(v) => Some((result, v)),
+                    McpRevision::Other(_) => Some(self.initialize_mcp(t)?),
+                    McpRevision::None => None,
                 },
                 Ok(Err(error))
                     if serde_json::from_str::<RpcError>(error.get())
@@ -169,23 +171,17 @@ impl Session {
         self.responder.set_wire(Wire::Mcp);
         self.revision = Some(revision);
         write_all(&mut self.stdin, &bench_mcp::initialized_frame())?;
-        let mut tools = Vec::new();
-        let mut cursor: Option<String> = None;
-        // Bounded: a server that pages forever is not benched.
-        for _ in 0..100 {
-            let params = cursor.map_or_else(|| json!({}), |c| json!({ "cursor": c }));
+        // Read as the host reads it: bounded, a server whose pages never end is refused.
+        let mut pager = McpToolsPager::default();
+        loop {
             let page = self
-                .request("tools/list", &params, t.describe)
+                .request("tools/list", &pager.params(), t.describe)
                 .and_then(|p| p.map_err(|e| format!("tools/list failed: {}", e.get())))?;
-            let page: bench_mcp::ToolsPage = serde_json::from_str(page.get())
-                .map_err(|e| format!("unreadable tools/list result: {e}"))?;
-            tools.extend(page.tools);
-            cursor = page.next_cursor.filter(|c| !c.is_empty());
-            if cursor.is_none() {
+            if pager.take(&page).map_err(|e| e.to_string())? {
                 break;
             }
         }
-        self.manifest = bench_mcp::manifest(&init, tools)?;
+        self.manifest = bench_mcp::manifest(&init, pager.into_tools())?;
         Ok(())
     }
 
@@ -195,8 +191,8 @@ impl Session {
         let result = self
             .request("initialize", &bench_mcp::initialize_params(), t.initialize)?
             .map_err(|e| format!("initialize failed: {}", e.get()))?;
-        match bench_mcp::revision(&result) {
-            Revision::Spoken(v) => Ok((result, v)),
+        match mcp_revision(&result) {
+            McpRevision::Spoken(v) => Ok((result, v)),
             _ => Err(format!(
                 "not an MCP initialize result with a revision executa bench speaks ({}): {}",
                 executa::host::MCP_REVISIONS.join(", "),

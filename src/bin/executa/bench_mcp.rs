@@ -6,10 +6,7 @@
 
 use std::borrow::Cow;
 
-use executa::host::{
-    MCP_PROPOSED, MCP_REVISIONS, ReverseCall, Service, is_mcp_revision, mcp_sampling_params,
-    mcp_sampling_result,
-};
+use executa::host::{MCP_PROPOSED, ReverseCall, Service, mcp_sampling_params, mcp_sampling_result};
 use executa::wire;
 use executa::{Id, Manifest, RpcError};
 use serde::{Deserialize, Serialize};
@@ -26,51 +23,11 @@ pub fn initialize_params() -> Value {
     })
 }
 
-/// What an `initialize` answer says about the protocol.
-#[derive(Debug, PartialEq, Eq)]
-pub enum Revision {
-    /// No dated `protocolVersion`: an Executa plugin's answer.
-    None,
-    /// A dated revision the bench speaks: the session is MCP.
-    Spoken(String),
-    /// A dated revision it does not speak (an MCP server answers a revision it does not
-    /// know, such as Executa's `2.0`, with its own newest): propose one in an MCP
-    /// `initialize`.
-    Other(String),
-}
-
-#[derive(Deserialize)]
-struct InitializeResult {
-    #[serde(default, rename = "protocolVersion")]
-    protocol_version: Option<String>,
-}
-
-/// The revision an `initialize` result names.
-pub fn revision(result: &RawValue) -> Revision {
-    let version = serde_json::from_str::<InitializeResult>(result.get())
-        .ok()
-        .and_then(|r| r.protocol_version);
-    match version {
-        Some(v) if MCP_REVISIONS.contains(&v.as_str()) => Revision::Spoken(v),
-        Some(v) if is_mcp_revision(&v) => Revision::Other(v),
-        _ => Revision::None,
-    }
-}
-
 /// The notification that ends the handshake.
 pub fn initialized_frame() -> Vec<u8> {
     let mut frame = Vec::with_capacity(64);
     wire::write_request(&mut frame, None, "notifications/initialized", &json!({}));
     frame
-}
-
-/// One page of `tools/list`.
-#[derive(Deserialize)]
-pub struct ToolsPage {
-    #[serde(default)]
-    pub tools: Vec<Value>,
-    #[serde(default, rename = "nextCursor")]
-    pub next_cursor: Option<String>,
 }
 
 /// The manifest the bench reads (tool names, parameter lists for placeholder arguments),
@@ -240,19 +197,6 @@ mod tests {
 
     fn raw(v: Value) -> Box<RawValue> {
         serde_json::value::to_raw_value(&v).unwrap()
-    }
-
-    #[test]
-    fn dated_revisions_are_mcp_and_only_known_ones_are_spoken() {
-        for v in MCP_REVISIONS {
-            let r = revision(&raw(json!({"protocolVersion": v})));
-            assert_eq!(r, Revision::Spoken(v.to_owned()));
-        }
-        let newer = revision(&raw(json!({"protocolVersion": "2099-01-01"})));
-        assert_eq!(newer, Revision::Other("2099-01-01".to_owned()));
-        for executa in [json!({"protocolVersion": "2.0"}), json!({}), json!([])] {
-            assert_eq!(revision(&raw(executa)), Revision::None);
-        }
     }
 
     /// The host's manifest of an MCP server gives the placeholder synthesis what it reads:
