@@ -328,8 +328,8 @@ fn one_round(
     let mut session = Session::start(target, quiet, &timeouts, s.backends.clone())
         .map_err(|e| (ExitCode::from(2), format!("the plugin did not start: {e}")))?;
     let spoke = match &session.revision {
-        Some(v) => format!("{} {v}", session.wire.name()),
-        None => session.wire.name().to_owned(),
+        Some(v) => format!("{} {v}", session.wire().name()),
+        None => session.wire().name().to_owned(),
     };
     let Some(arguments) = target
         .arguments

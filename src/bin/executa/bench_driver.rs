@@ -60,8 +60,7 @@ pub struct Session {
     responder: Responder,
     next_id: u64,
     pub manifest: Manifest,
-    /// The protocol the handshake settled on, and the MCP revision when it is MCP.
-    pub wire: Wire,
+    /// The MCP revision the handshake settled on; `None`: the session is Executa.
     pub revision: Option<String>,
 }
 
@@ -111,7 +110,6 @@ impl Session {
             responder: Responder::new(Wire::Executa, backends),
             next_id: 0,
             manifest: Manifest::default(),
-            wire: Wire::Executa,
             revision: None,
         };
         match session.handshake(target.protocol, timeouts) {
@@ -167,7 +165,6 @@ impl Session {
                 .map_err(|e| format!("unreadable manifest: {e}"))?;
             return Ok(());
         };
-        self.wire = Wire::Mcp;
         self.responder.set_wire(Wire::Mcp);
         self.revision = Some(revision);
         write_all(&mut self.stdin, &bench_mcp::initialized_frame())?;
@@ -183,6 +180,14 @@ impl Session {
         }
         self.manifest = bench_mcp::manifest(&init, pager.into_tools())?;
         Ok(())
+    }
+
+    /// The protocol the handshake settled on.
+    pub fn wire(&self) -> Wire {
+        match self.revision {
+            Some(_) => Wire::Mcp,
+            None => Wire::Executa,
+        }
     }
 
     /// An MCP `initialize`: its result and the revision it names, which must be one the
@@ -249,9 +254,9 @@ impl Session {
     pub fn run(&mut self, load: &Load) -> Result<Run, String> {
         let first = self.next_id;
         self.next_id += load.count as u64;
-        let mut requests = Requests::new(load, first, self.wire)?;
+        let mut requests = Requests::new(load, first, self.wire())?;
         let done = AtomicUsize::new(0);
-        let mut tally = Tally::new(&requests, self.wire);
+        let mut tally = Tally::new(&requests, self.wire());
         let (child, stdin, stdout, responder) = self.parts();
         let outcome = if load.in_flight <= 1 {
             with_watchdog(child, load.stall, &done, shown(load), || {
