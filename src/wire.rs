@@ -145,7 +145,7 @@ impl<R: Read> FrameReader<R> {
     pub fn has_buffered_frame(&self) -> bool {
         self.buf
             .get(self.scan..self.filled)
-            .is_some_and(|b| b.contains(&b'\n'))
+            .is_some_and(|b| crate::sys::find_byte(b, b'\n').is_some())
     }
 
     /// Reads more input after `filled`, having made room (consumed input wiped, a frame
@@ -748,6 +748,13 @@ pub(crate) fn write_result<T: Serialize + ?Sized>(out: &mut Vec<u8>, id: &[u8], 
     out.extend_from_slice(b"}\n");
 }
 
+/// As [`write_result`], with the result written by `write` as JSON text.
+pub(crate) fn write_result_by(out: &mut Vec<u8>, id: &[u8], write: impl FnOnce(&mut Vec<u8>)) {
+    reply_head(out, id, b"result");
+    write(out);
+    out.extend_from_slice(b"}\n");
+}
+
 /// Appends `{"jsonrpc":"2.0","id":<id>,"error":{...}}\n`.
 pub fn write_error(out: &mut Vec<u8>, id: &RawValue, error: &RpcError) {
     write_error_to(out, id.get().as_bytes(), error);
@@ -783,23 +790,16 @@ pub(crate) fn write_result_with<E>(
 /// reply stays small, whatever a request or a handler put in it.
 pub(crate) fn write_error_to(out: &mut Vec<u8>, id: &[u8], error: &RpcError) {
     reply_head(out, id, b"error");
-    let message = elide(&error.message, MESSAGE_BYTES);
-    let error = WireError {
-        code: error.code,
-        message: &message,
-        data: &error.data,
-    };
-    serialize_into(out, &error);
-    out.extend_from_slice(b"}\n");
-}
-
-/// An [`RpcError`] as it is written, borrowed (its message perhaps elided).
-#[derive(Serialize)]
-struct WireError<'a> {
-    code: i64,
-    message: &'a str,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    data: &'a Option<serde_json::Value>,
+    // By hand rather than a derived `Serialize`: smaller, and the message's escape is fast.
+    out.extend_from_slice(b"{\"code\":");
+    serialize_into(out, &error.code);
+    out.extend_from_slice(b",\"message\":");
+    crate::json_text::write_str(out, &elide(&error.message, MESSAGE_BYTES));
+    if let Some(data) = &error.data {
+        out.extend_from_slice(b",\"data\":");
+        crate::json_text::write_value(out, data);
+    }
+    out.extend_from_slice(b"}}\n");
 }
 
 /// The most request text an error message quotes (an unknown method's or tool's name, a

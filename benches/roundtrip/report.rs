@@ -198,11 +198,12 @@ fn print_ratios(
             let parts: Vec<String> = crate::sweep::SIZES
                 .iter()
                 .enumerate()
-                .map(|(i, (_, label, _))| {
+                .map(|(i, size)| {
                     let at = |c: &Cell| c.sweep.iter().map(|r| r[i]).collect::<Vec<f64>>();
                     let (e, bare) = (at(&grid[p][0]), at(&grid[p][b]));
                     format!(
-                        "{label} {}x ({} against {} invokes/s)",
+                        "{} {}x ({} against {} invokes/s)",
+                        size.label,
                         opt(ratio(&e, &bare), 2),
                         opt(med(&e), 0),
                         opt(med(&bare), 0)
@@ -210,9 +211,8 @@ fn print_ratios(
                 })
                 .collect();
             println!(
-                "  {:<11} sweep, {} in flight, executa/bare --echo: {}",
+                "  {:<11} sweep (8 in flight unless said), executa/bare --echo: {}",
                 placement.short(),
-                crate::sweep::IN_FLIGHT,
                 parts.join(", ")
             );
         }
@@ -287,7 +287,7 @@ fn sweep_panel<'a>(
     let groups = crate::sweep::SIZES
         .iter()
         .enumerate()
-        .map(|(i, (_, label, _))| {
+        .map(|(i, size)| {
             let at = |c: &Cell| c.sweep.iter().map(|r| r[i]).collect::<Vec<f64>>();
             let values = (0..subjects.len())
                 .map(|s| match (s, bare) {
@@ -295,13 +295,13 @@ fn sweep_panel<'a>(
                     _ => None,
                 })
                 .collect();
-            (*label, values)
+            (size.label, values)
         })
         .collect();
     let hol = med(&grid[p][0].hol_ms).unwrap_or(f64::NAN);
     Panel {
         title: format!("size sweep, executa/bare echo; worst health wait {hol:.1} ms"),
-        unit: "x the bare loop, 8 in flight, higher is better",
+        unit: "x the bare loop echoing, 8 in flight (2 B: 64), higher is better",
         groups,
     }
 }

@@ -7,12 +7,11 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use crossbeam_channel::RecvTimeoutError;
-use serde::Serialize;
 use serde_json::Value;
 
 use crate::error::{RpcError, codes};
 use crate::spin::Poller;
-use crate::wire;
+use crate::{json_text, wire};
 
 use super::context::Invocation;
 use super::events::Event;
@@ -181,7 +180,7 @@ impl Service {
             Method::Shutdown => {
                 log::info!("executa: `shutdown` received; refusing new invokes until stdin closes");
                 self.refuse_waiting(self.pool.restrict(Admission::Closed), None);
-                wire::write_result(frame, id, &Empty {});
+                wire::write_result_by(frame, id, |out| out.extend_from_slice(b"{}"));
             }
             #[cfg(feature = "mcp")]
             Method::McpInitialize(revision) => {
@@ -194,7 +193,7 @@ impl Service {
                 wire::write_response_to(frame, id, list);
             }
             #[cfg(feature = "mcp")]
-            Method::Ping => wire::write_result(frame, id, &Empty {}),
+            Method::Ping => wire::write_result_by(frame, id, |out| out.extend_from_slice(b"{}")),
             Method::Other(name) => {
                 let error =
                     RpcError::new(codes::METHOD_NOT_FOUND, format!("method not found: {name}"));
@@ -371,13 +370,9 @@ impl Service {
             }
             Ok(Err(e)) => {
                 frame.clear();
-                let body = Failure {
-                    success: false,
-                    error: e.message(),
-                    details: e.details(),
-                    data: None,
-                };
-                wire::write_result(frame, id, &body);
+                wire::write_result_by(frame, id, |out| {
+                    write_failure(out, e.message(), e.details(), None);
+                });
             }
             Err(panic) => {
                 let what = panic_message(panic.as_ref());
@@ -432,21 +427,9 @@ impl Service {
             wire::write_error_to(frame, id, &error);
             return;
         }
-        let data = TooLarge {
-            error_code: "RESULT_TOO_LARGE",
-            result_size_bytes: size,
-            max_payload_bytes: max,
-        };
-        wire::write_result(
-            frame,
-            id,
-            &Failure {
-                success: false,
-                error: &error,
-                details: None,
-                data: Some(data),
-            },
-        );
+        wire::write_result_by(frame, id, |out| {
+            write_failure(out, &error, None, Some((size, max)));
+        });
     }
 
     pub(crate) fn reply_error(&self, id: &[u8], error: &RpcError) {
@@ -479,27 +462,30 @@ impl Reply {
     }
 }
 
-/// Serializes as `{}`.
-#[derive(Serialize)]
-struct Empty {}
-
-/// The envelope of a failed invoke: `{success:false, error, details?, data?}`.
-#[derive(Serialize)]
-struct Failure<'a> {
-    success: bool,
-    error: &'a str,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    details: Option<&'a Value>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    data: Option<TooLarge>,
-}
-
-#[derive(Serialize)]
-struct TooLarge {
-    #[serde(rename = "errorCode")]
-    error_code: &'static str,
-    result_size_bytes: usize,
-    max_payload_bytes: usize,
+/// Appends the envelope of a failed invoke: `{success:false, error, details?, data?}`,
+/// where `data` is given for a result too large (its size and the cap).
+fn write_failure(
+    out: &mut Vec<u8>,
+    error: &str,
+    details: Option<&Value>,
+    too_large: Option<(usize, usize)>,
+) {
+    out.extend_from_slice(b"{\"success\":false,\"error\":");
+    json_text::write_str(out, error);
+    if let Some(details) = details {
+        out.extend_from_slice(b",\"details\":");
+        json_text::write_value(out, details);
+    }
+    if let Some((size, max)) = too_large {
+        out.extend_from_slice(
+            b",\"data\":{\"errorCode\":\"RESULT_TOO_LARGE\",\"result_size_bytes\":",
+        );
+        wire::serialize_into(out, &size);
+        out.extend_from_slice(b",\"max_payload_bytes\":");
+        wire::serialize_into(out, &max);
+        out.push(b'}');
+    }
+    out.push(b'}');
 }
 
 fn shutting_down() -> RpcError {

@@ -154,7 +154,7 @@ impl Tool {
     pub fn new<A, R, F>(name: impl Into<String>, description: impl Into<String>, handler: F) -> Self
     where
         A: DeserializeOwned,
-        R: Serialize,
+        R: Serialize + 'static,
         F: Fn(A, &Invocation) -> Result<R, ToolError> + Send + Sync + 'static,
     {
         let mut tool = Tool::erased(name, description, handler);
@@ -169,7 +169,7 @@ impl Tool {
     fn erased<A, R, F>(name: impl Into<String>, description: impl Into<String>, handler: F) -> Self
     where
         A: DeserializeOwned,
-        R: Serialize,
+        R: Serialize + 'static,
         F: Fn(A, &Invocation) -> Result<R, ToolError> + Send + Sync + 'static,
     {
         // The list is fixed once the plugin runs: its defaults are looked up once.
@@ -177,6 +177,9 @@ impl Tool {
         let erased: Handler = Box::new(move |raw, params, ctx, out| {
             let args: A = parse_args(raw, defaults_of(&defaults, params))?;
             let data = handler(args, ctx)?;
+            if crate::json_text::write_result(out, &data) {
+                return Ok(());
+            }
             crate::wire::write_json(out, &data)
                 .map_err(|e| ToolError::new(format!("tool result failed to serialize: {e}")))
         });
@@ -229,7 +232,7 @@ impl Tool {
     ) -> Self
     where
         A: DeserializeOwned + Args,
-        R: Serialize,
+        R: Serialize + 'static,
         F: Fn(A, &Invocation) -> Result<R, ToolError> + Send + Sync + 'static,
     {
         let mut tool = Tool::erased(name, description, handler);
