@@ -44,10 +44,10 @@ impl Invocation {
     ) -> Invocation {
         // Only an object is read: serde's error for any other value would quote it, and the
         // text of an error is freed unwiped.
-        let ctx: WireContext<'_> = context
-            .filter(|raw| raw.starts_with('{'))
-            .and_then(|raw| serde_json::from_str(raw).ok())
-            .unwrap_or_default();
+        let mut ctx = WireContext::default();
+        if let Some(raw) = context.filter(|raw| raw.starts_with('{')) {
+            ctx.fill(raw);
+        }
         let LegacyFields {
             invoke_id: legacy_id,
             tokens: legacy_tokens,
@@ -70,13 +70,10 @@ impl Invocation {
         }
     }
 
-    /// Ends the invoke (as dropping it does: secrets wiped, handles refuse new calls) and
-    /// gives back its link, for the next invoke on this thread to reuse when no handle to
-    /// it survived.
-    pub(crate) fn end(self) -> Arc<InvokeLink> {
-        let link = self.handle.link_arc();
-        drop(self);
-        link
+    /// The invoke's link, for the next invoke on this thread to reuse once this one has
+    /// ended (dropped) and no handle to it survived.
+    pub(crate) fn link_arc(&self) -> Arc<InvokeLink> {
+        self.handle.link_arc()
     }
 
     /// The tool being invoked.
@@ -232,23 +229,31 @@ struct WireContext<'a> {
     tokens: Vec<(String, Secret)>,
 }
 
-impl<'de> Deserialize<'de> for WireContext<'de> {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        d.deserialize_map(ContextVisitor)
+impl<'de> WireContext<'de> {
+    /// Reads `raw` into this (default) context in place, as the plugin's structs are
+    /// moved by a slow byte copy at opt-level "z"; a context that fails to parse leaves
+    /// the default (what was read of it dropped, secrets wiped).
+    fn fill(&mut self, raw: &'de str) {
+        let mut de = serde_json::Deserializer::from_str(raw);
+        let read = de.deserialize_map(ContextVisitor(self));
+        if read.and_then(|()| de.end()).is_err() {
+            *self = WireContext::default();
+        }
     }
 }
 
-struct ContextVisitor;
+/// Fills the context it holds.
+struct ContextVisitor<'a, 'de>(&'a mut WireContext<'de>);
 
-impl<'de> Visitor<'de> for ContextVisitor {
-    type Value = WireContext<'de>;
+impl<'de> Visitor<'de> for ContextVisitor<'_, 'de> {
+    type Value = ();
 
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("an invoke context object")
     }
 
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<WireContext<'de>, A::Error> {
-        let mut ctx = WireContext::default();
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        let ctx = self.0;
         while let Some(Text(key)) = map.next_key::<Text<'de>>()? {
             match key.as_ref() {
                 "invoke_id" => ctx.invoke_id = map.next_value::<IdText<'de>>()?.0,
@@ -279,7 +284,7 @@ impl<'de> Visitor<'de> for ContextVisitor {
                 }
             }
         }
-        Ok(ctx)
+        Ok(())
     }
 }
 
@@ -418,7 +423,9 @@ mod tests {
     use super::*;
 
     fn parse(ctx: &str) -> WireContext<'_> {
-        serde_json::from_str(ctx).unwrap()
+        let mut c = WireContext::default();
+        c.fill(ctx);
+        c
     }
 
     #[test]

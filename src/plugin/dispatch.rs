@@ -319,21 +319,6 @@ impl Service {
         let is_mcp = mcp.is_some();
         #[cfg(not(feature = "mcp"))]
         let is_mcp = false;
-        let invocation = Invocation::new(
-            tool.name.clone(),
-            text(parts.context),
-            parts.legacy,
-            |id, deadline| {
-                InvokeLink::renew(
-                    cached,
-                    id,
-                    deadline,
-                    #[cfg(feature = "mcp")]
-                    mcp,
-                    &self.peer,
-                )
-            },
-        );
         frame.extend_from_slice(b"{\"jsonrpc\":\"2.0\",\"id\":");
         frame.extend_from_slice(id);
         if is_mcp {
@@ -342,11 +327,30 @@ impl Service {
             frame.extend_from_slice(b",\"result\":{\"success\":true,\"data\":");
         }
         let data_at = frame.len();
-        let outcome = catch_unwind(AssertUnwindSafe(|| {
-            (tool.handler)(arguments, &tool.params, &invocation, frame)
-        }));
-        // The invoke ends here: its secrets are wiped and its handles refuse new calls.
-        *link = Some(invocation.end());
+        let outcome = {
+            let invocation = Invocation::new(
+                tool.name.clone(),
+                text(parts.context),
+                parts.legacy,
+                |id, deadline| {
+                    InvokeLink::renew(
+                        cached,
+                        id,
+                        deadline,
+                        #[cfg(feature = "mcp")]
+                        mcp,
+                        &self.peer,
+                    )
+                },
+            );
+            let outcome = catch_unwind(AssertUnwindSafe(|| {
+                (tool.handler)(arguments, &tool.params, &invocation, frame)
+            }));
+            *link = Some(invocation.link_arc());
+            outcome
+            // The invoke ends here, as the invocation drops (in place: a move of it is a
+            // copy): its secrets are wiped and its handles refuse new calls.
+        };
         match outcome {
             #[cfg(feature = "mcp")]
             Ok(Ok(())) if is_mcp => super::mcp::finish(frame, data_at),

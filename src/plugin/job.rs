@@ -206,26 +206,30 @@ struct InvokeParams<'a> {
     meta: Option<&'a RawValue>,
 }
 
-impl<'de> Deserialize<'de> for InvokeParams<'de> {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        d.deserialize_map(ParamsVisitor)
+impl<'de> InvokeParams<'de> {
+    /// Reads `params` in place (the plugin's structs are moved by a slow byte copy at
+    /// opt-level "z", and a parse result would be moved several times).
+    fn read(&mut self, params: &'de str) -> serde_json::Result<()> {
+        let mut de = serde_json::Deserializer::from_str(params);
+        de.deserialize_map(ParamsVisitor(self))?;
+        de.end()
     }
 }
 
-/// Reads invoke params as `derive(Deserialize)` would (duplicates and a missing `tool`
-/// refused), but from an object only: the derived reader also takes a JSON array
-/// positionally, and its code for that was in every plugin.
-struct ParamsVisitor;
+/// Reads invoke params into the params it holds as `derive(Deserialize)` would
+/// (duplicates and a missing `tool` refused), but from an object only: the derived reader
+/// also takes a JSON array positionally, and its code for that was in every plugin.
+struct ParamsVisitor<'a, 'de>(&'a mut InvokeParams<'de>);
 
-impl<'de> Visitor<'de> for ParamsVisitor {
-    type Value = InvokeParams<'de>;
+impl<'de> Visitor<'de> for ParamsVisitor<'_, 'de> {
+    type Value = ();
 
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("invoke params")
     }
 
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
-        let mut p = InvokeParams::default();
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        let p = self.0;
         let mut tool = None;
         // One bit per field read, to refuse a duplicate.
         let mut seen = 0u8;
@@ -260,7 +264,7 @@ impl<'de> Visitor<'de> for ParamsVisitor {
             }
         }
         p.tool = tool.ok_or_else(|| A::Error::missing_field("tool"))?;
-        Ok(p)
+        Ok(())
     }
 }
 
@@ -284,8 +288,9 @@ impl InvokeParts {
         line: &[u8],
         params: &str,
     ) -> Result<Result<InvokeParts, Box<RpcError>>, serde_json::Error> {
-        let p = serde_json::from_str::<InvokeParams<'_>>(params)?;
-        Ok(InvokeParts::from_params(tools, line, p))
+        let mut p = InvokeParams::default();
+        p.read(params)?;
+        Ok(InvokeParts::from_params(tools, line, &mut p))
     }
 
     /// Reads the params of an MCP `tools/call` (`{name, arguments, _meta}`): as an invoke's,
@@ -296,13 +301,13 @@ impl InvokeParts {
         line: &[u8],
         params: Option<&str>,
     ) -> Result<InvokeParts, Box<RpcError>> {
-        let read =
-            serde_json::from_str::<InvokeParams<'_>>(params.unwrap_or("null")).map_err(|e| {
-                let msg = format!("invalid tools/call params (expected {{name, arguments}}): {e}");
-                Box::new(RpcError::new(codes::INVALID_PARAMS, msg))
-            })?;
+        let mut read = InvokeParams::default();
+        read.read(params.unwrap_or("null")).map_err(|e| {
+            let msg = format!("invalid tools/call params (expected {{name, arguments}}): {e}");
+            Box::new(RpcError::new(codes::INVALID_PARAMS, msg))
+        })?;
         let call = super::mcp::Call::new(read.meta);
-        match InvokeParts::from_params(tools, line, read) {
+        match InvokeParts::from_params(tools, line, &mut read) {
             Ok(mut parts) => {
                 parts.mcp = Some(Box::new(call));
                 Ok(parts)
@@ -317,7 +322,7 @@ impl InvokeParts {
     fn from_params(
         tools: &[Tool],
         line: &[u8],
-        p: InvokeParams<'_>,
+        p: &mut InvokeParams<'_>,
     ) -> Result<InvokeParts, Box<RpcError>> {
         // Plugins have a handful of tools, so a linear scan of short strings is as fast as
         // hashing and keeps the binary small.
@@ -330,12 +335,12 @@ impl InvokeParts {
         let mut legacy = None;
         if p.invoke_id.is_some() || p.sampling_token.is_some() || p.storage_token.is_some() {
             let mut fields = LegacyFields {
-                invoke_id: p.invoke_id,
+                invoke_id: p.invoke_id.take(),
                 tokens: Vec::new(),
             };
             for (name, token) in [
-                ("sampling_token", p.sampling_token),
-                ("storage_token", p.storage_token),
+                ("sampling_token", p.sampling_token.take()),
+                ("storage_token", p.storage_token.take()),
             ] {
                 if let Some(Token(t)) = token {
                     fields.tokens.push((name, t));

@@ -94,6 +94,7 @@ pub(crate) fn start<R: Read + Send + 'static>(
         batch: Batch::default(),
         spent: Duration::ZERO,
         rested: Instant::now(),
+        ran: None,
     };
     // The first reader starts the way a relief reader does: one thread start-up in the
     // binary, not two.
@@ -115,6 +116,8 @@ pub(crate) struct ReadState<R> {
     spent: Duration,
     /// When it last caught up.
     rested: Instant,
+    /// When the last invoke it ran ended, if it has not caught up since.
+    ran: Option<Instant>,
 }
 
 /// What reading one frame came to.
@@ -272,7 +275,8 @@ fn read_loop<R: Read + Send + 'static>(mut state: Box<ReadState<R>>) {
             // disarm and a re-arm per request cost more (see `BUSY_GAP`).
             state.batch.flush(&svc);
             state.spent = Duration::ZERO;
-            let now = Instant::now();
+            // A run that just ended read the clock already.
+            let now = state.ran.take().unwrap_or_else(Instant::now);
             if now.saturating_duration_since(state.rested) >= BUSY_GAP {
                 svc.relay.rest();
             }
@@ -317,7 +321,7 @@ fn run_inline<R: Read + Send + 'static>(
     let outcome = svc.execute_if(job, scratch, &mut || {
         let go = svc.pool.try_start();
         if go && let Some(state) = kept.take() {
-            svc.relay.park(state);
+            svc.relay.park_since(state, started);
             // A call registered just before the park may not have seen it: look again.
             if svc.peer.pending.len() > 0 {
                 let _ = svc.relay.relieve();
@@ -331,7 +335,9 @@ fn run_inline<R: Read + Send + 'static>(
         (Ok(true), _) => {
             let mut back = take::<R>(svc);
             if let Some(state) = &mut back {
-                state.spent += started.elapsed();
+                let ended = Instant::now();
+                state.spent += ended.saturating_duration_since(started);
+                state.ran = Some(ended);
             }
             return finish_slot(svc, back, scratch);
         }

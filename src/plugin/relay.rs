@@ -122,8 +122,16 @@ impl Relay {
     /// Parks the reading state while the reader runs an invoke, and sees that a timer
     /// runs for it.
     pub fn park(&self, role: Box<dyn ReadRole>) {
+        self.park_since(role, Instant::now());
+    }
+
+    /// As [`Relay::park`], for a run that started at `started` (read by the caller
+    /// already: a clock read costs as much as the rest of a park).
+    pub fn park_since(&self, role: Box<dyn ReadRole>, started: Instant) {
         *crate::lock::lock(&self.parked) = Some(role);
-        self.since.store(self.now(), Ordering::SeqCst);
+        let since = started.saturating_duration_since(self.epoch).as_nanos();
+        self.since
+            .store(since.min(u64::MAX as u128) as u64, Ordering::SeqCst);
         self.inline.store(true, Ordering::SeqCst);
         self.arm(self.limit);
     }
