@@ -49,15 +49,6 @@ static OVERSIZED: LogLimit = LogLimit::new();
 /// Refusals are logged at most this often, as a count.
 const REFUSAL_LOG_EVERY: Duration = Duration::from_secs(1);
 
-/// A reader catching up again within this of the last time keeps the relay's timer armed
-/// (`Relay::rest` is skipped): an expiry wakes the main thread once per `Options::inline`
-/// at most, while a disarm and a re-arm per request, two system calls that reprogram the
-/// timer hardware, cost more: serial `echo`, both pinned to one CPU, `executa bench
-/// --requests 5000 --rounds 5`: p50 0.91x, throughput 1.57x without them. At one request
-/// every 0.5 ms or slower the reader disarms as before, and an idle plugin sees one expiry
-/// at most after its last request.
-const BUSY_GAP: Duration = Duration::from_micros(250);
-
 /// Replies the reader holds before writing them, in bytes (it writes sooner when it has
 /// read everything buffered, i.e. before a read could block).
 const BATCH_BYTES: usize = 16 * 1024;
@@ -270,14 +261,16 @@ fn read_loop<R: Read + Send + 'static>(mut state: Box<ReadState<R>>) {
         }
         if !state.frames.has_buffered_frame() {
             // Caught up: the next read may wait, with no run to time. A reader that caught
-            // up a moment ago too (a lock-step exchange, a pipelined stream) leaves the
-            // timer armed: it expires at most once per `inline` and finds nothing, where a
-            // disarm and a re-arm per request cost more (see `BUSY_GAP`).
+            // up less than `inline` ago too (a lock-step exchange, a pipelined stream, a
+            // request every 0.5 ms) leaves the timer armed: the next run pushes its expiry
+            // ahead, once per `inline/2` at most (`relay.rs`), where a disarm and a re-arm
+            // per request cost two system calls. Serial `echo` at one request every 0.5 ms:
+            // 0.5 calls per request instead of 2, and no expiry while they come.
             state.batch.flush(&svc);
             state.spent = Duration::ZERO;
             // A run that just ended read the clock already.
             let now = state.ran.take().unwrap_or_else(Instant::now);
-            if now.saturating_duration_since(state.rested) >= BUSY_GAP {
+            if now.saturating_duration_since(state.rested) >= svc.opts.inline {
                 svc.relay.rest();
             }
             state.rested = now;

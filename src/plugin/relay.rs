@@ -13,14 +13,19 @@
 //! So no request waits behind a handler on the reader for longer than `limit`, whatever
 //! the tool did before: the bound is a clock, not a record.
 //!
-//! The timer (`sys::Timer`, a `timerfd` the main thread waits on beside its events) is
-//! armed when a run is parked and it is not armed yet, and disarmed when the reader is
-//! about to wait for input (`rest`) unless it was there less than 250 µs before (then an
-//! expiry costs less than a disarm and a re-arm per request, `reader.rs` `BUSY_GAP`): a
-//! burst costs one arming, a lone request an arming and a disarming (one system call
-//! each), and neither wakes a thread. When it expires,
-//! the main thread looks ([`Relay::on_timer`]): the run parked for `limit` is handed over;
-//! a later run gets the timer again for what is left of its `limit`.
+//! The timer (`sys::Timer`, a `timerfd` the main thread waits on beside its events) is set
+//! to expire `limit` after a run is parked when it is not armed, or when what is left of
+//! it is under half of `limit`; otherwise the run keeps the expiry of an earlier one, which
+//! comes sooner than its own. So while runs follow each other more closely than `limit/2`
+//! the expiry keeps moving ahead, once per `limit/2` at most, and never comes: a
+//! pipelined stream costs one system call per millisecond, a request every 0.5 ms one per
+//! two requests, and no thread is woken. The reader disarms it when it is about to wait
+//! for input (`rest`) only if it last did so `limit` ago or more (`reader.rs`): at a
+//! request every 5 ms, a lone request costs an arming and a disarming (one system call
+//! each), and an idle plugin sees one expiry at most after its last request, since an
+//! expiry wakes the main thread, which costs more than both calls. When it expires, the
+//! main thread looks ([`Relay::on_timer`]): the run parked for `limit` is handed over; a
+//! later run gets the timer again for what is left of its `limit`.
 //!
 //! The checks are race-free: the reader parks and then looks for waiting calls; a call
 //! registers and then looks for a parked reader (both sequentially consistent), so at least
@@ -79,6 +84,9 @@ pub(crate) struct Relay {
     timer: Option<Timer>,
     /// Whether the timer is set (or about to be).
     armed: AtomicBool,
+    /// When the timer was last set to expire, in nanoseconds after `epoch` (a hint: a park
+    /// that finds it near sets the timer again; the main thread's look bounds every run).
+    expires: AtomicU64,
     /// Whether the input can be waited on with a timeout (`poll`), so the reader may read
     /// the answers to its own calls (see [`Relay::pump`]).
     pumpable: AtomicBool,
@@ -101,6 +109,7 @@ impl Relay {
             limit,
             timer,
             armed: AtomicBool::new(false),
+            expires: AtomicU64::new(0),
             pumpable: AtomicBool::new(false),
         }
     }
@@ -130,10 +139,25 @@ impl Relay {
     pub fn park_since(&self, role: Box<dyn ReadRole>, started: Instant) {
         *crate::lock::lock(&self.parked) = Some(role);
         let since = started.saturating_duration_since(self.epoch).as_nanos();
-        self.since
-            .store(since.min(u64::MAX as u128) as u64, Ordering::SeqCst);
+        let since = since.min(u64::MAX as u128) as u64;
+        self.since.store(since, Ordering::SeqCst);
         self.inline.store(true, Ordering::SeqCst);
-        self.arm(self.limit);
+        let Some(timer) = &self.timer else { return };
+        let limit = self.limit.as_nanos().min(u64::MAX as u128) as u64;
+        // Armed, with at least half of `limit` left: that expiry comes before this run's
+        // own, and the main thread's look sets it again for what the run has left.
+        let near = self.expires.load(Ordering::SeqCst) < since.saturating_add(limit / 2);
+        if !self.armed.swap(true, Ordering::SeqCst) || near {
+            self.set(timer, since, self.limit);
+        }
+    }
+
+    /// Sets the timer to expire `after` past `from` (ns after `epoch`, about now).
+    fn set(&self, timer: &Timer, from: u64, after: Duration) {
+        let after_ns = after.as_nanos().min(u64::MAX as u128) as u64;
+        self.expires
+            .store(from.saturating_add(after_ns), Ordering::SeqCst);
+        timer.set(after);
     }
 
     /// Sets the timer to expire after `after`, unless it is set already.
@@ -141,7 +165,7 @@ impl Relay {
         if let Some(timer) = &self.timer
             && !self.armed.swap(true, Ordering::SeqCst)
         {
-            timer.set(after);
+            self.set(timer, self.now(), after);
         }
     }
 
@@ -161,9 +185,10 @@ impl Relay {
         timer.clear();
         if self.inline.load(Ordering::SeqCst) {
             let since = self.since.load(Ordering::SeqCst);
-            let ran = Duration::from_nanos(self.now().saturating_sub(since));
+            let now = self.now();
+            let ran = Duration::from_nanos(now.saturating_sub(since));
             if ran < self.limit {
-                timer.set(self.limit - ran);
+                self.set(timer, now, self.limit - ran);
                 return;
             }
             if self.relieve().is_err() && NO_READER.allow("no reader thread") {
