@@ -354,6 +354,42 @@ mod tests {
         assert!(!expires(&relay, LIMIT * 3), "disarmed");
     }
 
+    /// Runs in quick succession keep one arming while more than half of it is left, and
+    /// push it ahead once it is nearer: no system call per run, and no expiry while they
+    /// come.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_run_keeps_a_far_expiry_and_pushes_a_near_one_ahead() {
+        let relay = Relay::new(Duration::from_secs(3600));
+        relay.park(Box::new(Role(Arc::default())));
+        let first = relay.expires.load(Ordering::SeqCst);
+        relay.take();
+        relay.park(Box::new(Role(Arc::default())));
+        assert_eq!(
+            relay.expires.load(Ordering::SeqCst),
+            first,
+            "kept: far ahead"
+        );
+        relay.take();
+        // As if half an hour had passed since the arming.
+        relay
+            .expires
+            .store(first - 1_800_000_000_001, Ordering::SeqCst);
+        relay.park(Box::new(Role(Arc::default())));
+        let pushed = relay.expires.load(Ordering::SeqCst);
+        assert!(
+            pushed >= first,
+            "set again, a full limit ahead: {pushed} < {first}"
+        );
+        assert!(relay.armed.load(Ordering::SeqCst));
+        relay.take();
+        relay.rest();
+        assert!(
+            !relay.armed.load(Ordering::SeqCst),
+            "a resting reader disarms"
+        );
+    }
+
     #[test]
     fn with_a_zero_limit_nothing_is_timed() {
         let relay = Relay::new(Duration::ZERO);
