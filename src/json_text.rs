@@ -1,10 +1,12 @@
-//! Tool results written as JSON text without serde_json's string escaper, which is slow
-//! in a size-optimized binary: it looks at each byte through a slice split that opt-level
+//! JSON text written by hand where serde_json's writer is slow or large in a
+//! size-optimized binary: tool results of the types most handlers return (`Value`,
+//! `Map<String, Value>`, `String`), and, through `write_str`/`write_value`, error frames
+//! and invoke failures (`wire.rs`, `dispatch.rs`; smaller than derived serializers).
+//! serde_json's string escaper looks at each byte through a slice split that opt-level
 //! "z" does not inline (callgrind, `everything` echoing 64 KiB: 26 instructions per byte,
 //! 62 % of the invoke). Here a string is scanned a word (8 bytes) at a time, and only a
 //! word holding a byte to escape is looked at byte by byte. The text is byte for byte what
-//! `serde_json::to_writer` writes (tested against it), for the result types most handlers
-//! return: `Value`, `Map<String, Value>` and `String`.
+//! `serde_json::to_writer` writes (tested against it).
 
 use std::any::{Any, TypeId};
 
