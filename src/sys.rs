@@ -142,6 +142,16 @@ impl Timer {
     pub fn fd(&self) -> i32 {
         self.0.as_raw_fd()
     }
+
+    /// Whether an expiry is pending (for tests of who arms and disarms).
+    #[cfg(test)]
+    pub fn is_set(&self) -> bool {
+        // SAFETY: all-zero is a valid `itimerspec`.
+        let mut spec: libc::itimerspec = unsafe { std::mem::zeroed() };
+        // SAFETY: a valid timer descriptor and a valid out-pointer.
+        unsafe { libc::timerfd_gettime(self.0.as_raw_fd(), &mut spec) };
+        spec.it_value.tv_sec != 0 || spec.it_value.tv_nsec != 0
+    }
 }
 
 /// No timer where `timerfd` is missing: the plugin then never runs invokes on its reader.

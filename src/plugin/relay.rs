@@ -31,7 +31,11 @@
 //! registers and then looks for a parked reader (both sequentially consistent), so at least
 //! one of them sees the other and the state is never left parked while an answer is due.
 //! Likewise a park arms the timer unless it sees it armed, and the main thread disarms and
-//! then looks for a parked run, so no run is left without a timer.
+//! then looks for a parked run, so no run is left without a timer. The flag and the timer
+//! change together, under one small lock (`timing`; a park that keeps the timer only reads
+//! and takes no lock): a reader disarming and the main thread arming at the same moment
+//! could otherwise leave the flag set on a disarmed timer, and the runs after it would
+//! keep an expiry that never comes.
 
 use std::any::Any;
 use std::cell::Cell;
@@ -84,6 +88,11 @@ pub(crate) struct Relay {
     timer: Option<Timer>,
     /// Whether the timer is set (or about to be).
     armed: AtomicBool,
+    /// Held while `armed` and the timer are changed together, so that they agree: a
+    /// reader disarming (`rest`) and the main thread arming (`on_timer`) at the same moment
+    /// could otherwise leave the flag set on a disarmed timer, and the next run would keep
+    /// an expiry that never comes.
+    timing: Mutex<()>,
     /// When the timer was last set to expire, in nanoseconds after `epoch` (a hint: a park
     /// that finds it near sets the timer again; the main thread's look bounds every run).
     expires: AtomicU64,
@@ -109,6 +118,7 @@ impl Relay {
             limit,
             timer,
             armed: AtomicBool::new(false),
+            timing: Mutex::new(()),
             expires: AtomicU64::new(0),
             pumpable: AtomicBool::new(false),
         }
@@ -147,6 +157,10 @@ impl Relay {
         // Armed, with at least half of `limit` left: that expiry comes before this run's
         // own, and the main thread's look sets it again for what the run has left.
         let near = self.expires.load(Ordering::SeqCst) < since.saturating_add(limit / 2);
+        if self.armed.load(Ordering::SeqCst) && !near {
+            return;
+        }
+        let _timing = crate::lock::lock(&self.timing);
         if !self.armed.swap(true, Ordering::SeqCst) || near {
             self.set(timer, since, self.limit);
         }
@@ -160,20 +174,11 @@ impl Relay {
         timer.set(after);
     }
 
-    /// Sets the timer to expire after `after`, unless it is set already.
-    fn arm(&self, after: Duration) {
-        if let Some(timer) = &self.timer
-            && !self.armed.swap(true, Ordering::SeqCst)
-        {
-            self.set(timer, self.now(), after);
-        }
-    }
-
     /// For the reader about to wait for input: no run needs the timer now.
     pub fn rest(&self) {
-        if let Some(timer) = &self.timer
-            && self.armed.swap(false, Ordering::SeqCst)
-        {
+        let Some(timer) = &self.timer else { return };
+        let _timing = crate::lock::lock(&self.timing);
+        if self.armed.swap(false, Ordering::SeqCst) {
             timer.set(Duration::ZERO);
         }
     }
@@ -182,24 +187,31 @@ impl Relay {
     /// parked `limit` ago; sets the timer again for a younger one.
     pub fn on_timer(&self) {
         let Some(timer) = &self.timer else { return };
-        timer.clear();
-        if self.inline.load(Ordering::SeqCst) {
-            let since = self.since.load(Ordering::SeqCst);
-            let now = self.now();
-            let ran = Duration::from_nanos(now.saturating_sub(since));
-            if ran < self.limit {
-                self.set(timer, now, self.limit - ran);
-                return;
+        let overdue = {
+            let _timing = crate::lock::lock(&self.timing);
+            timer.clear();
+            let parked = self.inline.load(Ordering::SeqCst);
+            if parked {
+                let since = self.since.load(Ordering::SeqCst);
+                let now = self.now();
+                let ran = Duration::from_nanos(now.saturating_sub(since));
+                if ran < self.limit {
+                    self.set(timer, now, self.limit - ran);
+                    return;
+                }
             }
-            if self.relieve().is_err() && NO_READER.allow("no reader thread") {
-                log::error!("executa: could not start a reader thread for a long invoke");
-            }
+            parked
+        };
+        // A thread start is slow: not under the lock a park may wait for.
+        if overdue && self.relieve().is_err() && NO_READER.allow("no reader thread") {
+            log::error!("executa: could not start a reader thread for a long invoke");
         }
         // Then look again: a park stores `inline` and then arms unless armed, so either it
         // sees this store and arms, or this look sees its run.
+        let _timing = crate::lock::lock(&self.timing);
         self.armed.store(false, Ordering::SeqCst);
-        if self.inline.load(Ordering::SeqCst) {
-            self.arm(self.limit);
+        if self.inline.load(Ordering::SeqCst) && !self.armed.swap(true, Ordering::SeqCst) {
+            self.set(timer, self.now(), self.limit);
         }
     }
 
@@ -387,6 +399,53 @@ mod tests {
         assert!(
             !relay.armed.load(Ordering::SeqCst),
             "a resting reader disarms"
+        );
+    }
+
+    /// A reader that parks, ends a short run and rests while the main thread looks after
+    /// an expiry: whatever the interleaving, the flag is never left set on a disarmed timer
+    /// (the next run would keep an expiry that never comes).
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_resting_reader_and_the_main_threads_look_leave_flag_and_timer_agreeing() {
+        use std::sync::Barrier;
+        const ROUNDS: usize = 20_000;
+        let relay = Relay::new(Duration::from_secs(3600));
+        let timer = relay.timer.as_ref().expect("timerfd");
+        let (start, end) = (Barrier::new(2), Barrier::new(2));
+        let mut disagreed = 0;
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                for round in 0..ROUNDS {
+                    start.wait();
+                    for _ in 0..round % 64 {
+                        std::hint::spin_loop();
+                    }
+                    relay.park(Box::new(Role(Arc::default())));
+                    relay.take();
+                    relay.rest();
+                    end.wait();
+                }
+            });
+            for round in 0..ROUNDS {
+                start.wait();
+                for _ in 0..(round / 64) % 64 {
+                    std::hint::spin_loop();
+                }
+                relay.on_timer();
+                end.wait();
+                // The flag set on a disarmed timer is the harm; the other way round an
+                // expiry finds nothing, once.
+                if relay.armed.load(Ordering::SeqCst) && !timer.is_set() {
+                    disagreed += 1;
+                }
+                relay.armed.store(true, Ordering::SeqCst);
+                relay.rest();
+            }
+        });
+        assert_eq!(
+            disagreed, 0,
+            "flag set on a disarmed timer in {ROUNDS} rounds"
         );
     }
 
