@@ -272,7 +272,7 @@ impl Poller {
 }
 
 /// Nanoseconds in 64 bits (plenty for the gaps measured here; saturates past 584 years).
-fn nanos(d: Duration) -> u64 {
+pub(crate) fn nanos(d: Duration) -> u64 {
     d.as_secs()
         .saturating_mul(1_000_000_000)
         .saturating_add(u64::from(d.subsec_nanos()))

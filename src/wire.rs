@@ -743,9 +743,7 @@ pub fn write_response(out: &mut Vec<u8>, id: &RawValue, result: &RawValue) {
 /// As [`write_response`], with the id as raw JSON text and the result any serializable
 /// value, serialized in place (no copy through a `RawValue`).
 pub(crate) fn write_result<T: Serialize + ?Sized>(out: &mut Vec<u8>, id: &[u8], result: &T) {
-    reply_head(out, id, b"result");
-    serialize_into(out, result);
-    out.extend_from_slice(b"}\n");
+    write_result_by(out, id, |out| serialize_into(out, result));
 }
 
 /// As [`write_result`], with the result written by `write` as JSON text.
@@ -762,9 +760,7 @@ pub fn write_error(out: &mut Vec<u8>, id: &RawValue, error: &RpcError) {
 
 /// As [`write_response`], with the id as the raw JSON text taken from a parsed frame.
 pub(crate) fn write_response_to(out: &mut Vec<u8>, id: &[u8], result: &RawValue) {
-    reply_head(out, id, b"result");
-    push_one_line(out, result.get().as_bytes());
-    out.extend_from_slice(b"}\n");
+    write_result_by(out, id, |out| push_one_line(out, result.get().as_bytes()));
 }
 
 /// As [`write_result`], with the result serialized by `write` (one value, after the
@@ -776,13 +772,12 @@ pub(crate) fn write_result_with<E>(
     write: impl FnOnce(&mut Vec<u8>) -> Result<(), E>,
 ) -> Result<(), E> {
     let mark = out.len();
-    reply_head(out, id, b"result");
-    if let Err(e) = write(out) {
+    let mut written = Ok(());
+    write_result_by(out, id, |out| written = write(out));
+    if written.is_err() {
         out.truncate(mark);
-        return Err(e);
     }
-    out.extend_from_slice(b"}\n");
-    Ok(())
+    written
 }
 
 /// As [`write_error`], with the id as the raw JSON text taken from a parsed frame. A

@@ -20,7 +20,7 @@
 //! the expiry keeps moving ahead, once per `limit/2` at most, and never comes: a
 //! pipelined stream costs one system call per millisecond, a request every 0.5 ms one per
 //! two requests, and no thread is woken. The reader disarms it when it is about to wait
-//! for input (`rest`) only if it last did so `limit` ago or more (`reader.rs`): at a
+//! for input (`rest`) only if it last caught up `limit` ago or more (`reader.rs`): at a
 //! request every 5 ms, a lone request costs an arming and a disarming (one system call
 //! each), and an idle plugin sees one expiry at most after its last request, since an
 //! expiry wakes the main thread, which costs more than both calls. When it expires, the
@@ -44,6 +44,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::log_limit::LogLimit;
+use crate::spin::nanos;
 use crate::sys::Timer;
 
 /// A failure to start a reader thread is logged within a limit: it may recur per run.
@@ -135,7 +136,7 @@ impl Relay {
     }
 
     fn now(&self) -> u64 {
-        self.epoch.elapsed().as_nanos().min(u64::MAX as u128) as u64
+        nanos(self.epoch.elapsed())
     }
 
     /// Parks the reading state while the reader runs an invoke, and sees that a timer
@@ -148,12 +149,11 @@ impl Relay {
     /// already: a clock read costs as much as the rest of a park).
     pub fn park_since(&self, role: Box<dyn ReadRole>, started: Instant) {
         *crate::lock::lock(&self.parked) = Some(role);
-        let since = started.saturating_duration_since(self.epoch).as_nanos();
-        let since = since.min(u64::MAX as u128) as u64;
+        let since = nanos(started.saturating_duration_since(self.epoch));
         self.since.store(since, Ordering::SeqCst);
         self.inline.store(true, Ordering::SeqCst);
         let Some(timer) = &self.timer else { return };
-        let limit = self.limit.as_nanos().min(u64::MAX as u128) as u64;
+        let limit = nanos(self.limit);
         // Armed, with at least half of `limit` left: that expiry comes before this run's
         // own, and the main thread's look sets it again for what the run has left.
         let near = self.expires.load(Ordering::SeqCst) < since.saturating_add(limit / 2);
@@ -168,9 +168,8 @@ impl Relay {
 
     /// Sets the timer to expire `after` past `from` (ns after `epoch`, about now).
     fn set(&self, timer: &Timer, from: u64, after: Duration) {
-        let after_ns = after.as_nanos().min(u64::MAX as u128) as u64;
         self.expires
-            .store(from.saturating_add(after_ns), Ordering::SeqCst);
+            .store(from.saturating_add(nanos(after)), Ordering::SeqCst);
         timer.set(after);
     }
 
