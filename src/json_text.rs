@@ -86,15 +86,23 @@ const fn splat(b: u8) -> u64 {
 }
 
 /// Whether some byte of `word` needs an escape: a control character (below 0x20), `"` or
-/// `\`. Each test is the classic "has a byte less than n" bit trick, exact as to whether
-/// (only which byte it flags may be off, and that is not asked).
+/// `\\`.
+#[inline(always)]
 fn word_needs_escape(word: u64) -> bool {
+    escape_flags(word) != 0
+}
+
+/// The high bit of each byte of `word` that needs an escape set, by the classic "has a
+/// byte less than n" bit trick: a flag can be false only above a true one, so whether any
+/// is set, and the lowest one set, are exact.
+#[inline(always)]
+pub(crate) fn escape_flags(word: u64) -> u64 {
     let high = splat(0x80);
     let below = |w: u64, n: u8| w.wrapping_sub(splat(n)) & !w & high;
     let control = below(word, 0x20);
     let quote = below(word ^ splat(b'"'), 1);
     let backslash = below(word ^ splat(b'\\'), 1);
-    control | quote | backslash != 0
+    control | quote | backslash
 }
 
 /// The letter after the backslash in the escape of each control character: serde_json's

@@ -11,6 +11,7 @@ mod arg_path;
 pub mod args;
 pub mod error;
 pub mod id;
+mod json_scan;
 mod json_text;
 pub mod lint;
 mod lock;

@@ -6,15 +6,14 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use serde::de::{Deserialize, Deserializer, IgnoredAny, MapAccess, Visitor};
 use serde_json::Value;
-use serde_json::value::RawValue;
 
 use super::reverse::files::Files;
 use super::reverse::sampling::Sampling;
 use super::reverse::storage::Storage;
 use super::reverse::{InvokeHandle, InvokeLink};
 use super::session::Negotiated;
+use crate::json_scan;
 use crate::secret::Secret;
 
 /// One running `invoke`, as its handler sees it.
@@ -230,176 +229,75 @@ struct WireContext<'a> {
 }
 
 impl<'de> WireContext<'de> {
-    /// Reads `raw` into this (default) context in place, as the plugin's structs are
-    /// moved by a slow byte copy at opt-level "z"; a context that fails to parse leaves
-    /// the default (what was read of it dropped, secrets wiped).
+    /// Reads `raw` (an object) into this (default) context in place, as the plugin's
+    /// structs are moved by a slow byte copy at opt-level "z", and by hand
+    /// (`json_scan.rs`; serde's visitors for it were 8 KB of every plugin). A context
+    /// that is not a JSON object, or holds a string serde_json would refuse to unescape,
+    /// leaves the default (what was read of it dropped, secrets wiped). A field of the
+    /// wrong shape is skipped unread (no copy of it, nothing left to wipe), and the rest
+    /// still counts.
     fn fill(&mut self, raw: &'de str) {
-        let mut de = serde_json::Deserializer::from_str(raw);
-        let read = de.deserialize_map(ContextVisitor(self));
-        if read.and_then(|()| de.end()).is_err() {
+        let read = json_scan::for_each_member(raw, |key, value| {
+            match &*key {
+                "invoke_id" => self.invoke_id = text_of(value)?.filter(|t| !t.is_empty()),
+                "deadline_ms" => {
+                    self.deadline_ms = is_number(value)
+                        .then(|| serde_json::from_str::<f64>(value).ok())
+                        .flatten();
+                }
+                "plugin_name" => {
+                    self.plugin_name = text_of(value)?
+                        .filter(|t| !t.is_empty())
+                        .map(Cow::into_owned);
+                }
+                "credentials" if value.starts_with('{') => {
+                    self.credentials = credentials(value).unwrap_or_default();
+                }
+                k if k.ends_with("_token") => {
+                    if let Some(token) = text_of(value)? {
+                        self.tokens
+                            .push((k.to_owned(), Secret::new(token.into_owned())));
+                    }
+                }
+                _ => {}
+            }
+            Some(())
+        });
+        if read.is_none() {
             *self = WireContext::default();
         }
     }
 }
 
-/// Fills the context it holds.
-struct ContextVisitor<'a, 'de>(&'a mut WireContext<'de>);
-
-impl<'de> Visitor<'de> for ContextVisitor<'_, 'de> {
-    type Value = ();
-
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("an invoke context object")
-    }
-
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
-        let ctx = self.0;
-        while let Some(Text(key)) = map.next_key::<Text<'de>>()? {
-            match key.as_ref() {
-                "invoke_id" => ctx.invoke_id = map.next_value::<IdText<'de>>()?.0,
-                "deadline_ms" => {
-                    ctx.deadline_ms = map.next_value::<Option<Value>>()?.and_then(|v| v.as_f64())
-                }
-                "plugin_name" => {
-                    ctx.plugin_name = map.next_value::<Option<Value>>()?.and_then(text)
-                }
-                "credentials" => {
-                    // Read only when it is an object: a wrongly shaped field is skipped
-                    // unread (no copy of it, no error quoting it, nothing left to wipe),
-                    // and the rest of the context (invoke_id above all) still counts.
-                    let raw = map.next_value::<&'de RawValue>()?;
-                    if raw.get().starts_with('{') {
-                        ctx.credentials = serde_json::from_str::<Credentials>(raw.get())
-                            .map(|c| c.0)
-                            .unwrap_or_default();
-                    }
-                }
-                k if k.ends_with("_token") => {
-                    if let Some(token) = map.next_value::<SecretText>()?.0 {
-                        ctx.tokens.push((k.to_owned(), token));
-                    }
-                }
-                _ => {
-                    map.next_value::<IgnoredAny>()?;
-                }
-            }
+/// `context.credentials` (an object): names and secrets, each copied once, straight into
+/// a [`Secret`]; `None` (what was read dropped, secrets wiped) when it does not read.
+fn credentials(raw: &str) -> Option<Vec<(String, Secret)>> {
+    let mut list = Vec::new();
+    json_scan::for_each_member(raw, |name, value| {
+        if let Some(secret) = text_of(value)? {
+            list.push((name.into_owned(), Secret::new(secret.into_owned())));
         }
-        Ok(())
-    }
+        Some(())
+    })?;
+    Some(list)
 }
 
-/// A string, borrowed from the input where it has no escapes.
-struct Text<'a>(Cow<'a, str>);
-
-impl<'de> Deserialize<'de> for Text<'de> {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        d.deserialize_str(TextVisitor)
-            .map(|t| Text(t.unwrap_or_default()))
+/// The text of a JSON value that is a string (borrowed where it has no escapes) or a
+/// number (its digits as serde_json writes them): `Some(None)` for any other value, `None`
+/// for a string serde_json refuses to unescape (a lone surrogate).
+fn text_of(value: &str) -> Option<Option<Cow<'_, str>>> {
+    if value.starts_with('"') {
+        return json_scan::string_text(value).map(Some);
     }
+    let number = is_number(value)
+        .then(|| serde_json::from_str::<Value>(value).ok())
+        .flatten();
+    Some(number.and_then(text).map(Cow::Owned))
 }
 
-/// An id-like value: a non-empty string (borrowed where possible) or a number as text;
-/// anything else is no id.
-struct IdText<'a>(Option<Cow<'a, str>>);
-
-impl<'de> Deserialize<'de> for IdText<'de> {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        d.deserialize_any(TextVisitor)
-            .map(|t| IdText(t.filter(|s| !s.is_empty())))
-    }
-}
-
-struct TextVisitor;
-
-impl<'de> Visitor<'de> for TextVisitor {
-    type Value = Option<Cow<'de, str>>;
-
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("a string")
-    }
-
-    fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Self::Value, E> {
-        Ok(Some(Cow::Borrowed(v)))
-    }
-
-    fn visit_str<E>(self, v: &str) -> Result<Self::Value, E> {
-        Ok(Some(Cow::Owned(v.to_owned())))
-    }
-
-    fn visit_string<E>(self, v: String) -> Result<Self::Value, E> {
-        Ok(Some(Cow::Owned(v)))
-    }
-
-    fn visit_u64<E>(self, v: u64) -> Result<Self::Value, E> {
-        Ok(Some(Cow::Owned(v.to_string())))
-    }
-
-    fn visit_i64<E>(self, v: i64) -> Result<Self::Value, E> {
-        Ok(Some(Cow::Owned(v.to_string())))
-    }
-
-    fn visit_f64<E>(self, v: f64) -> Result<Self::Value, E> {
-        Ok(serde_json::Number::from_f64(v).map(|n| Cow::Owned(n.to_string())))
-    }
-
-    fn visit_unit<E>(self) -> Result<Self::Value, E> {
-        Ok(None)
-    }
-
-    fn visit_bool<E>(self, _: bool) -> Result<Self::Value, E> {
-        Ok(None)
-    }
-
-    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
-        while seq.next_element::<IgnoredAny>()?.is_some() {}
-        Ok(None)
-    }
-
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
-        while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
-        Ok(None)
-    }
-}
-
-/// `context.credentials`: names and secrets.
-struct Credentials(Vec<(String, Secret)>);
-
-impl<'de> Deserialize<'de> for Credentials {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        d.deserialize_map(CredentialsVisitor)
-    }
-}
-
-struct CredentialsVisitor;
-
-impl<'de> Visitor<'de> for CredentialsVisitor {
-    type Value = Credentials;
-
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("an object")
-    }
-
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Credentials, A::Error> {
-        let mut list = Vec::new();
-        while let Some(Text(name)) = map.next_key::<Text<'de>>()? {
-            if let Some(value) = map.next_value::<SecretText>()?.0 {
-                list.push((name.into_owned(), value));
-            }
-        }
-        Ok(Credentials(list))
-    }
-}
-
-/// A secret as the host sent it, copied once, straight into a [`Secret`]: a string, or a
-/// number as its digits. Any other value is skipped without a copy (so nothing of it is
-/// left to wipe).
-struct SecretText(Option<Secret>);
-
-impl<'de> Deserialize<'de> for SecretText {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        d.deserialize_any(TextVisitor)
-            .map(|t| SecretText(t.map(|t| Secret::new(t.into_owned()))))
-    }
+/// Whether a JSON value (valid, trimmed) is a number.
+fn is_number(value: &str) -> bool {
+    value.starts_with(|c: char| c == '-' || c.is_ascii_digit())
 }
 
 fn text(v: Value) -> Option<String> {
