@@ -222,7 +222,7 @@ fn with_inline_zero_nothing_runs_on_the_reader() {
 /// The promise of `Options::inline`: a tool that was quick forty times and is then slow
 /// once holds up no other request for longer than its limit. The slow run waits until the
 /// test has the other replies (a gate), so a reader stuck behind it would never answer; the
-/// bound (half a second against the default 2 ms) leaves room for a loaded machine and is
+/// bound (half a second against the default 4 ms) leaves room for a loaded machine and is
 /// far below the second the old watchdog took.
 #[test]
 fn requests_behind_a_long_run_on_the_reader_are_answered_at_once() {
