@@ -390,6 +390,25 @@ mod tests {
         assert_eq!(creds, [("A", "a"), ("E", "1.5")]);
     }
 
+    /// A field whose number is out of range, or whose string does not unescape, is
+    /// skipped; the rest of the context still counts. (Before the hand reader such a
+    /// field reset the whole context.)
+    #[test]
+    fn an_unreadable_field_is_skipped_and_the_rest_counts() {
+        let c = parse(
+            r#"{"invoke_id":"i","deadline_ms":1e400,"plugin_name":1e400,"credentials":{"A":"a","B":1e400}}"#,
+        );
+        assert_eq!(c.invoke_id.as_deref(), Some("i"));
+        assert_eq!((c.deadline_ms, c.plugin_name), (None, None));
+        let creds: Vec<_> = c.credentials.iter().map(|(k, _)| k.as_str()).collect();
+        assert_eq!(creds, ["A"]);
+        let c = parse(r#"{"invoke_id":"i","sampling_token":"t\uD800"}"#);
+        assert_eq!(
+            c.invoke_id, None,
+            "a string serde would refuse resets the context"
+        );
+    }
+
     #[test]
     fn numeric_invoke_id_and_missing_fields() {
         let c = parse(r#"{"invoke_id":12}"#);

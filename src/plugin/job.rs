@@ -233,6 +233,8 @@ impl<'de> InvokeParams<'de> {
             // `null` reads as absent, as serde reads an `Option`.
             let raw = (value != "null").then_some(value);
             match bit {
+                // A token may be `null` (absent); the tool may not.
+                16 | 32 if raw.is_none() => {}
                 1 | 16 | 32 => {
                     let Some(text) = json_scan::string_text(value) else {
                         why = Some(format!("`{name}` must be a string"));
@@ -246,7 +248,13 @@ impl<'de> InvokeParams<'de> {
                 }
                 2 => self.arguments = raw,
                 4 => self.context = raw,
-                8 => self.invoke_id = raw.and_then(|r| serde_json::from_str(r).ok()),
+                8 => match raw.map(serde_json::from_str).transpose() {
+                    Ok(id) => self.invoke_id = id,
+                    Err(e) => {
+                        why = Some(format!("`invoke_id`: {e}"));
+                        return None;
+                    }
+                },
                 #[cfg(feature = "mcp")]
                 _ => self.meta = raw,
                 #[cfg(not(feature = "mcp"))]
@@ -405,6 +413,8 @@ mod tests {
         assert_eq!((tool.as_str(), args, ctx), ("echo", None, None));
         assert_eq!(id, Some(serde_json::json!(7)));
         assert_eq!(tokens, [Some("s\"1".to_owned()), Some("s2".to_owned())]);
+        let nulls = read(r#"{"tool":"t","sampling_token":null,"storage_token":null}"#);
+        assert_eq!(nulls.expect("null tokens").4, [None, None]);
         let deep = format!(
             r#"{{"tool":"t","arguments":{}0{}}}"#,
             "[".repeat(300),
@@ -422,10 +432,14 @@ mod tests {
             (r#"{"tool":7}"#, "`tool` must be a string"),
             (r#"{"tool":null}"#, "`tool` must be a string"),
             (
-                r#"{"tool":"a","sampling_token":null}"#,
+                r#"{"tool":"a","sampling_token":7}"#,
                 "`sampling_token` must be a string",
             ),
             (r#"{"tool":"a\uD800"}"#, "`tool` must be a string"),
+            (
+                r#"{"tool":"a","invoke_id":1e400}"#,
+                "`invoke_id`: number out of range at line 1 column 5",
+            ),
             ("null", "expected a JSON object"),
         ] {
             assert_eq!(read(text).err().as_deref(), Some(why), "{text}");
