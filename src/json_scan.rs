@@ -118,11 +118,17 @@ fn unescape_into(inner: &str, out: &mut String) -> Option<()> {
     Some(())
 }
 
+/// The value of four hex digits (`string_end` checked them; anything else is refused).
 fn hex4(digits: &str) -> Option<u32> {
-    if digits.len() != 4 {
+    let digits = digits.as_bytes();
+    if digits.len() != 4 || !digits.iter().all(u8::is_ascii_hexdigit) {
         return None;
     }
-    u32::from_str_radix(digits, 16).ok()
+    // `0`-`9` are 0x30-0x39, `a`-`f` 0x61-0x66 and `A`-`F` 0x41-0x46: the low nibble,
+    // plus 9 for a letter.
+    Some(digits.iter().fold(0, |n, &d| {
+        (n << 4) | (u32::from(d & 0xf) + if d > b'9' { 9 } else { 0 })
+    }))
 }
 
 /// Past white space as JSON counts it.
