@@ -86,7 +86,7 @@ const fn splat(b: u8) -> u64 {
 }
 
 /// Whether some byte of `word` needs an escape: a control character (below 0x20), `"` or
-/// `\\`.
+/// `\`.
 #[inline(always)]
 fn word_needs_escape(word: u64) -> bool {
     escape_flags(word) != 0

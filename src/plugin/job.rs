@@ -207,7 +207,7 @@ impl<'de> InvokeParams<'de> {
     /// Reads `params` in place (the plugin's structs are moved by a slow byte copy at
     /// opt-level "z", and a parse result would be moved several times), by hand
     /// (`json_scan.rs`): serde's generic visitor cost about 2,900 instructions per invoke
-    /// and 3.5 KB of every plugin. Takes an object only (serde's derived reader also took
+    /// (callgrind, `everything`). Takes an object only (serde's derived reader also took
     /// an array positionally); refuses a duplicate field and a missing `tool`; skips
     /// unknown members. `Err` says why, as serde would have.
     fn read(&mut self, params: &'de str) -> Result<(), String> {
