@@ -16,6 +16,8 @@
 #[path = "roundtrip/chart.rs"]
 mod chart;
 mod common;
+#[path = "roundtrip/paced.rs"]
+mod paced;
 #[path = "roundtrip/peer.rs"]
 mod peer;
 #[path = "roundtrip/report.rs"]
@@ -170,6 +172,7 @@ fn main() {
         .map(|_| subjects.iter().map(|_| Cell::default()).collect())
         .collect();
     let mut host_pairs: Vec<HostPair> = placements.iter().map(|_| HostPair::default()).collect();
+    let mut echo_cpu = Vec::new();
     for round in 0..counts.rounds {
         eprintln!("round {}/{}", round + 1, counts.rounds);
         for (p, &placement) in placements.iter().enumerate() {
@@ -184,15 +187,24 @@ fn main() {
                     grid[p][s].driver_rate.push(rate);
                 }
                 measure(placement, subject, &counts, smoke, &mut grid[p][s]);
-                if s < 2 {
-                    grid[p][s]
-                        .sweep
-                        .push(sweep::sweep(placement, subject, smoke));
-                }
                 if s == 0 {
                     let hol = sweep::head_of_line(placement, subject, smoke);
                     grid[p][s].hol_ms.push(hol);
                 }
+            }
+            let [executa, bare] =
+                sweep::sweep_pair(placement, [&subjects[0], &subjects[1]], smoke, round);
+            grid[p][0].sweep.push(executa);
+            grid[p][1].sweep.push(bare);
+            if placement == Placement::Free {
+                paced_round(
+                    &subjects,
+                    &counts,
+                    smoke,
+                    round,
+                    &mut grid[p],
+                    &mut echo_cpu,
+                );
             }
             host_pair(placement, &subjects[0], &counts, &mut host_pairs[p]);
         }
@@ -202,7 +214,7 @@ fn main() {
         println!("smoke run: every reply checked; no figures are reported in smoke mode");
         return;
     }
-    report::print(&subjects, &placements, &grid, &host_pairs);
+    report::print(&subjects, &placements, &grid, &host_pairs, &echo_cpu);
     let svg = report::chart(&subjects, &placements, &grid);
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("benches/roundtrip.svg");
     match std::fs::write(&path, svg) {
@@ -229,16 +241,6 @@ fn measure(placement: Placement, subject: &Subject, counts: &Counts, smoke: bool
     cell.rate
         .push(peer.pipelined(counts.pipelined, Some(counts.in_flight)));
     if placement == Placement::Free {
-        cell.cpu_fast.push(cpu_per_request(
-            &mut peer,
-            counts.paced,
-            Duration::from_micros(500),
-        ));
-        cell.cpu_slow.push(cpu_per_request(
-            &mut peer,
-            counts.paced_slow,
-            Duration::from_millis(5),
-        ));
         cell.idle_us_per_s.push(idle_cpu(&peer, counts.idle));
         peer.pipelined(counts.flood, None);
         if let Some(kb) = procfs::status_number(peer.pid(), "VmHWM") {
@@ -248,13 +250,34 @@ fn measure(placement: Placement, subject: &Subject, counts: &Counts, smoke: bool
     peer.close();
 }
 
-/// CPU µs the child spent per request at one request every `interval`: (stat, schedstat).
-fn cpu_per_request(peer: &mut Peer, count: u64, interval: Duration) -> (f64, f64) {
-    let before = CpuTime::of(peer.pid()).expect("child alive");
-    peer.paced(count, interval);
-    let used = CpuTime::of(peer.pid()).expect("child alive").since(before);
-    let per = |d: Duration| common::micros(d) / count as f64;
-    (per(used.stat), per(used.sched))
+/// The paced load of one round over every subject and the bare loop echoing, paired in
+/// time (`roundtrip/paced.rs`): each subject's cell gets its figures, `echo_cpu` the
+/// echoing loop's.
+fn paced_round(
+    subjects: &[Subject],
+    counts: &Counts,
+    smoke: bool,
+    round: u64,
+    cells: &mut [Cell],
+    echo_cpu: &mut Vec<paced::PacedCpu>,
+) {
+    let echoing = Subject {
+        name: "bare loop, --echo",
+        cmd: subjects[1]
+            .cmd
+            .iter()
+            .cloned()
+            .chain(["--echo".into()])
+            .collect(),
+        echoes: true,
+    };
+    let all: Vec<&Subject> = subjects.iter().chain([&echoing]).collect();
+    let mut figures = paced::paced_cpu(&all, counts, smoke, round);
+    echo_cpu.extend(figures.pop());
+    for (cell, (fast, slow)) in cells.iter_mut().zip(figures) {
+        cell.cpu_fast.push(fast);
+        cell.cpu_slow.push(slow);
+    }
 }
 
 /// CPU µs the child spent per second while nothing was sent (schedstat), in two windows

@@ -3,6 +3,7 @@
 
 use crate::chart::{self, Panel};
 use crate::common::median;
+use crate::paced::PacedCpu;
 use crate::{Bins, Cell, Counts, HostPair, Placement, Subject};
 
 pub fn print_plan(counts: &Counts, subjects: &[Subject], placements: &[Placement], bins: &Bins) {
@@ -18,11 +19,11 @@ pub fn print_plan(counts: &Counts, subjects: &[Subject], placements: &[Placement
         counts.in_flight
     );
     println!(
-        "free-floating only: {} paced requests every 0.5 ms, {} every 5 ms, {} ms idle, then a {}-invoke flood for peak RSS",
-        counts.paced,
-        counts.paced_slow,
+        "free-floating only: {} ms idle, then a {}-invoke flood for peak RSS; per round, every subject (and the bare loop echoing) at once, in alternating blocks: {} paced requests every 0.5 ms, {} every 5 ms",
         counts.idle.as_millis(),
-        counts.flood
+        counts.flood,
+        counts.paced,
+        counts.paced_slow
     );
     println!(
         "host-driven pair: {} serial `echo` and `sample` invokes through executa::host, alternating",
@@ -65,6 +66,7 @@ pub fn print(
     placements: &[Placement],
     grid: &[Vec<Cell>],
     host_pairs: &[HostPair],
+    echo_cpu: &[PacedCpu],
 ) {
     for (p, placement) in placements.iter().enumerate() {
         println!("\n{} — medians over rounds", placement.label());
@@ -94,11 +96,16 @@ pub fn print(
             }
         }
     }
-    print_cpu(subjects, placements, grid);
-    print_ratios(subjects, placements, grid, host_pairs);
+    print_cpu(subjects, placements, grid, echo_cpu);
+    print_ratios(subjects, placements, grid, host_pairs, echo_cpu);
 }
 
-fn print_cpu(subjects: &[Subject], placements: &[Placement], grid: &[Vec<Cell>]) {
+fn print_cpu(
+    subjects: &[Subject],
+    placements: &[Placement],
+    grid: &[Vec<Cell>],
+    echo_cpu: &[PacedCpu],
+) {
     let Some(p) = placements.iter().position(|&p| p == Placement::Free) else {
         return;
     };
@@ -111,13 +118,13 @@ fn print_cpu(subjects: &[Subject], placements: &[Placement], grid: &[Vec<Cell>])
         "{:<24} {:>20} {:>20} {:>12}",
         "", "(stat | schedstat)", "(stat | schedstat)", "(1st | 2nd)"
     );
+    let pair = |xs: &[(f64, f64)], digits| {
+        let a: Vec<f64> = xs.iter().map(|x| x.0).collect();
+        let b: Vec<f64> = xs.iter().map(|x| x.1).collect();
+        format!("{} | {}", opt(med(&a), digits), opt(med(&b), digits))
+    };
     for (s, subject) in subjects.iter().enumerate() {
         let c = &grid[p][s];
-        let pair = |xs: &[(f64, f64)], digits| {
-            let a: Vec<f64> = xs.iter().map(|x| x.0).collect();
-            let b: Vec<f64> = xs.iter().map(|x| x.1).collect();
-            format!("{} | {}", opt(med(&a), digits), opt(med(&b), digits))
-        };
         println!(
             "{:<24} {:>20} {:>20} {:>12} {:>14}",
             subject.name,
@@ -127,6 +134,13 @@ fn print_cpu(subjects: &[Subject], placements: &[Placement], grid: &[Vec<Cell>])
             opt(med(&c.hwm_kb), 0),
         );
     }
+    let (fast, slow): (Vec<_>, Vec<_>) = echo_cpu.iter().copied().unzip();
+    println!(
+        "{:<24} {:>20} {:>20}   (paced load only)",
+        "bare loop, --echo",
+        pair(&fast, 1),
+        pair(&slow, 1)
+    );
 }
 
 /// Median over rounds of the per-round ratio `f(a) / f(b)`.
@@ -135,11 +149,20 @@ fn ratio(a: &[f64], b: &[f64]) -> Option<f64> {
     med(&per_round)
 }
 
+/// The lowest and highest per-round ratio `a / b`, as `rounds LO-HIx`.
+fn ratio_range(a: &[f64], b: &[f64]) -> String {
+    let per_round: Vec<f64> = a.iter().zip(b).map(|(x, y)| x / y).collect();
+    let lo = per_round.iter().copied().fold(f64::INFINITY, f64::min);
+    let hi = per_round.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    format!("rounds {lo:.2}-{hi:.2}x")
+}
+
 fn print_ratios(
     subjects: &[Subject],
     placements: &[Placement],
     grid: &[Vec<Cell>],
     host_pairs: &[HostPair],
+    echo_cpu: &[PacedCpu],
 ) {
     println!("\nratios (median over rounds of each round's ratio)");
     let find = |name: &str| subjects.iter().position(|s| s.name.starts_with(name));
@@ -182,14 +205,32 @@ fn print_ratios(
         for (label, pick) in [("CPU/req @0.5ms", 0usize), ("CPU/req @5ms", 1usize)] {
             let of = |c: &Cell| sched(if pick == 0 { &c.cpu_fast } else { &c.cpu_slow });
             let e = of(&grid[p][0]);
-            let parts: Vec<String> = subjects
+            let echoing: Vec<(f64, f64)> = echo_cpu
+                .iter()
+                .map(|&(f, s)| if pick == 0 { f } else { s })
+                .collect();
+            let mut parts: Vec<String> = subjects
                 .iter()
                 .enumerate()
                 .skip(1)
                 .filter_map(|(s, subj)| {
-                    ratio(&e, &of(&grid[p][s])).map(|r| format!("executa/{} {r:.1}x", subj.name))
+                    let other = of(&grid[p][s]);
+                    ratio(&e, &other).map(|r| {
+                        format!(
+                            "executa/{} {r:.2}x ({})",
+                            subj.name,
+                            ratio_range(&e, &other)
+                        )
+                    })
                 })
                 .collect();
+            let echoing = sched(&echoing);
+            parts.extend(ratio(&e, &echoing).map(|r| {
+                format!(
+                    "executa/bare loop --echo {r:.2}x ({})",
+                    ratio_range(&e, &echoing)
+                )
+            }));
             println!("  free {label} (schedstat): {}", parts.join(", "));
         }
     }
@@ -202,9 +243,10 @@ fn print_ratios(
                     let at = |c: &Cell| c.sweep.iter().map(|r| r[i]).collect::<Vec<f64>>();
                     let (e, bare) = (at(&grid[p][0]), at(&grid[p][b]));
                     format!(
-                        "{} {}x ({} against {} invokes/s)",
+                        "{} {}x ({}; {} against {} invokes/s)",
                         size.label,
                         opt(ratio(&e, &bare), 2),
+                        ratio_range(&e, &bare),
                         opt(med(&e), 0),
                         opt(med(&bare), 0)
                     )

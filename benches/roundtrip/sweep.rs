@@ -2,7 +2,8 @@
 //! against the bare loop in its `--echo` mode, which parses the params into a `Value` and
 //! echoes the arguments back: the same work as an `echo` tool, so the ratio is the
 //! runtime's cost; first the main table's 2-byte `{"text":"hi"}` with 64 in flight, then
-//! 1 KiB, 64 KiB and 1 MiB arguments with 8 in flight), and the head-of-line wait (how long
+//! 1 KiB, 64 KiB and 1 MiB arguments with 8 in flight; the two run at once and take turns,
+//! so they are measured in the same spell of the VM), and the head-of-line wait (how long
 //! a `health` waits while a tool that was quick forty times runs 1.5 s once).
 
 use std::time::{Duration, Instant};
@@ -25,13 +26,13 @@ pub const SIZES: [Size; 4] = [
     Size {
         bytes: 2,
         label: "2 B, 64 in flight",
-        count: 30_000,
+        count: 60_000,
         in_flight: 64,
     },
     Size {
         bytes: 1024,
         label: "1 KiB",
-        count: 20_000,
+        count: 40_000,
         in_flight: 8,
     },
     Size {
@@ -48,24 +49,45 @@ pub const SIZES: [Size; 4] = [
     },
 ];
 
-/// Pipelined rate (invokes per second) of `subject` at each size of [`SIZES`].
-pub fn sweep(placement: Placement, subject: &Subject, smoke: bool) -> Vec<f64> {
-    let mut cmd = subject.cmd.clone();
-    if subject.name.starts_with("bare") {
-        cmd.push("--echo".into());
-    }
-    let mut peer = Peer::spawn(&placement.prefix(), &cmd, true, smoke);
-    peer.wait_ready();
-    let rates = SIZES
-        .iter()
-        .map(|size| {
+/// Pipelined rates (invokes per second) at each size of [`SIZES`] of executa and of the
+/// bare loop (in its `--echo` mode), paired in time: both run at once, and each size is
+/// timed in two halves per subject, alternating which goes first (rotating with `round`),
+/// so a spell of the VM falls on both alike.
+pub fn sweep_pair(
+    placement: Placement,
+    [executa, bare]: [&Subject; 2],
+    smoke: bool,
+    round: u64,
+) -> [Vec<f64>; 2] {
+    let mut bare_cmd = bare.cmd.clone();
+    bare_cmd.push("--echo".into());
+    let mut peers = [&executa.cmd, &bare_cmd].map(|cmd| {
+        let mut peer = Peer::spawn(&placement.prefix(), cmd, true, smoke);
+        peer.wait_ready();
+        peer
+    });
+    let mut rates = [Vec::new(), Vec::new()];
+    for size in &SIZES {
+        let count = if smoke { 3 } else { size.count };
+        let mut took = [Duration::ZERO; 2];
+        for peer in &mut peers {
             peer.text = "x".repeat(size.bytes);
-            let count = if smoke { 3 } else { size.count };
             peer.pipelined(count / 10 + 1, Some(size.in_flight));
-            peer.pipelined(count, Some(size.in_flight))
-        })
-        .collect();
-    peer.close();
+        }
+        for half in 0..2 {
+            for k in 0..2 {
+                let s = (k + (half + round) as usize) % 2;
+                let rate = peers[s].pipelined(count.div_ceil(2), Some(size.in_flight));
+                took[s] += Duration::from_secs_f64(count.div_ceil(2) as f64 / rate);
+            }
+        }
+        for s in 0..2 {
+            rates[s].push((count.div_ceil(2) * 2) as f64 / took[s].as_secs_f64());
+        }
+    }
+    for peer in peers {
+        peer.close();
+    }
     rates
 }
 

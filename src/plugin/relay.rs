@@ -15,17 +15,20 @@
 //!
 //! The timer (`sys::Timer`, a `timerfd` the main thread waits on beside its events) is set
 //! to expire `limit` after a run is parked when it is not armed, or when what is left of
-//! it is under half of `limit`; otherwise the run keeps the expiry of an earlier one, which
-//! comes sooner than its own. So while runs follow each other more closely than `limit/2`
-//! the expiry keeps moving ahead, once per `limit/2` at most, and never comes: a
-//! pipelined stream costs one system call per 2 ms (with the default 4 ms limit), a
-//! request every 0.5 ms 0.18 per request (`perf stat`), and no thread is woken. The reader disarms it when it is about to wait
-//! for input (`rest`) only if it last caught up `limit` ago or more (`reader.rs`): at a
-//! request every 5 ms, a lone request costs an arming and a disarming (one system call
-//! each), and an idle plugin sees one expiry at most after its last request, since an
-//! expiry wakes the main thread, which costs more than both calls. When it expires, the
-//! main thread looks ([`Relay::on_timer`]): the run parked for `limit` is handed over; a
-//! later run gets the timer again for what is left of its `limit`.
+//! it is under two thirds of `limit`; otherwise the run keeps the expiry of an earlier
+//! one, which comes sooner than its own. So while runs follow each other more closely
+//! than `limit/3` the expiry keeps moving ahead, once per `limit/3` at most, and never
+//! comes: a pipelined stream costs one system call per 2 ms (with the default 6 ms
+//! limit), a request every 0.5 ms 0.2 per request (`perf stat`), no thread is woken, and
+//! the pending expiry stays more than 4 ms (a scheduler tick) away, which a nearer one
+//! does not (it costs CPU on every request: see `Options::inline`). The reader disarms it
+//! when it is about to wait for input (`rest`) only if it last caught up `limit/3` ago or
+//! more (`reader.rs`): at a request every 5 ms, a lone request costs an arming and a
+//! disarming (one system call each), and an idle plugin sees one expiry at most after its
+//! last request, since an expiry wakes the main thread, which costs more than both calls.
+//! When it expires, the main thread looks ([`Relay::on_timer`]): the run parked for
+//! `limit` is handed over; a later run gets the timer again for what is left of its
+//! `limit`.
 //!
 //! The checks are race-free: the reader parks and then looks for waiting calls; a call
 //! registers and then looks for a parked reader (both sequentially consistent), so at least
@@ -153,10 +156,9 @@ impl Relay {
         self.since.store(since, Ordering::SeqCst);
         self.inline.store(true, Ordering::SeqCst);
         let Some(timer) = &self.timer else { return };
-        let limit = nanos(self.limit);
-        // Armed, with at least half of `limit` left: that expiry comes before this run's
-        // own, and the main thread's look sets it again for what the run has left.
-        let near = self.expires.load(Ordering::SeqCst) < since.saturating_add(limit / 2);
+        // Armed, with at least two thirds of `limit` left: that expiry comes before this
+        // run's own, and the main thread's look sets it again for what the run has left.
+        let near = self.expires.load(Ordering::SeqCst) < since.saturating_add(self.keep());
         if self.armed.load(Ordering::SeqCst) && !near {
             return;
         }
@@ -164,6 +166,14 @@ impl Relay {
         if !self.armed.swap(true, Ordering::SeqCst) || near {
             self.set(timer, since, self.limit);
         }
+    }
+
+    /// What must be left of an armed timer for a new run to keep it, in ns: two thirds of
+    /// `limit`, so that while runs come closer than a third of `limit` apart, the expiry
+    /// stays more than two thirds of `limit` away (with the default 6 ms, more than one
+    /// 4 ms tick: see `Options::inline`).
+    fn keep(&self) -> u64 {
+        nanos(self.limit) / 3 * 2
     }
 
     /// Sets the timer to expire `after` past `from` (ns after `epoch`, about now).
@@ -365,9 +375,9 @@ mod tests {
         assert!(!expires(&relay, LIMIT * 3), "disarmed");
     }
 
-    /// Runs in quick succession keep one arming while more than half of it is left, and
-    /// push it ahead once it is nearer: no system call per run, and no expiry while they
-    /// come.
+    /// Runs in quick succession keep one arming while more than two thirds of it is left,
+    /// and push it ahead once it is nearer: no system call per run, no expiry while they
+    /// come, and the expiry never nearer than two thirds of the limit at a run's start.
     #[cfg(target_os = "linux")]
     #[test]
     fn a_run_keeps_a_far_expiry_and_pushes_a_near_one_ahead() {
@@ -382,10 +392,23 @@ mod tests {
             "kept: far ahead"
         );
         relay.take();
-        // As if half an hour had passed since the arming.
+        // As if 17 minutes had passed since the arming: 43 of the 60 left, over two thirds.
         relay
             .expires
-            .store(first - 1_800_000_000_001, Ordering::SeqCst);
+            .store(first - 1_020_000_000_000, Ordering::SeqCst);
+        let kept = relay.expires.load(Ordering::SeqCst);
+        relay.park(Box::new(Role(Arc::default())));
+        assert_eq!(
+            relay.expires.load(Ordering::SeqCst),
+            kept,
+            "kept: 43 min left"
+        );
+        relay.take();
+        // 27 minutes after the arming: 33 of the 60 left, more than half but under two
+        // thirds; such an expiry would sit within a tick of a run with the default limit.
+        relay
+            .expires
+            .store(first - 1_620_000_000_000, Ordering::SeqCst);
         relay.park(Box::new(Role(Arc::default())));
         let pushed = relay.expires.load(Ordering::SeqCst);
         assert!(
