@@ -451,6 +451,8 @@ fn build(smoke: bool) -> Bins {
     }
 }
 
+/// The subjects, executa and the bare loop first and in that order (the sweep and the
+/// paced load pair those two by index), then the others found here.
 fn subjects(bins: &Bins) -> Vec<Subject> {
     let path = |name: &str| bins.dir.join(name).to_string_lossy().into_owned();
     let mut subjects = vec![

@@ -222,7 +222,7 @@ fn with_inline_zero_nothing_runs_on_the_reader() {
 /// The promise of `Options::inline`: a tool that was quick forty times and is then slow
 /// once holds up no other request for longer than its limit. The slow run waits until the
 /// test has the other replies (a gate), so a reader stuck behind it would never answer; the
-/// bound (half a second against the default 4 ms) leaves room for a loaded machine and is
+/// bound (half a second against the default 6 ms) leaves room for a loaded machine and is
 /// far below the second the old watchdog took.
 #[test]
 fn requests_behind_a_long_run_on_the_reader_are_answered_at_once() {
@@ -266,6 +266,48 @@ fn requests_behind_a_long_run_on_the_reader_are_answered_at_once() {
     open_tx.send(()).unwrap();
     let held = p.recv_until_id("\"held\"").0;
     assert_eq!(held.data()["thread"], "executa-reader", "{}", held.raw);
+    p.close_stdin();
+    p.wait_stopped();
+}
+
+/// Requests read together wait for each other's runs: the second of two invokes read in
+/// one go with a `health` still runs on the reader (the first took less than the limit),
+/// but it is timed from the first run's start, so the `health` behind both waits the limit
+/// in all (2 s here), not the first run and then a limit of the second's own (3.8 s). The
+/// first reply, held with the replies of its read, leaves with the hand-over too.
+#[test]
+fn what_waits_behind_runs_read_together_waits_the_limit_once() {
+    let _one = serial();
+    let mut p = start(Duration::from_secs(2));
+    warm_up(&mut p);
+    let invoke = |id: &str, ms: u64| {
+        json!({"jsonrpc": "2.0", "id": id, "method": "invoke",
+               "params": {"tool": "where", "arguments": {"sleep_ms": ms}}})
+        .to_string()
+    };
+    let health = json!({"jsonrpc": "2.0", "id": "h", "method": "health"}).to_string();
+    let sent = std::time::Instant::now();
+    p.send_raw(format!("{}\n{}\n{health}\n", invoke("a", 1800), invoke("b", 4000)).as_bytes());
+    let (_, before) = p.recv_until_id("\"h\"");
+    let waited = sent.elapsed();
+    assert!(
+        waited < Duration::from_secs(3),
+        "health answered after {waited:?} behind two runs"
+    );
+    let ran_a = before
+        .iter()
+        .any(|m| m.raw_id().as_deref() == Some("\"a\""));
+    let a = if ran_a {
+        before
+            .into_iter()
+            .find(|m| m.raw_id().as_deref() == Some("\"a\""))
+            .unwrap()
+    } else {
+        p.recv_until_id("\"a\"").0
+    };
+    assert_eq!(a.data()["thread"], "executa-reader", "{}", a.raw);
+    let b = p.recv_until_id("\"b\"").0;
+    assert_eq!(b.data()["thread"], "executa-reader", "{}", b.raw);
     p.close_stdin();
     p.wait_stopped();
 }

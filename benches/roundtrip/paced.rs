@@ -37,7 +37,7 @@ pub fn paced_cpu(subjects: &[&Subject], counts: &Counts, smoke: bool, round: u64
         })
         .collect();
     let mut at = |count: u64, interval: Duration| {
-        let blocks = BLOCKS.min(count);
+        let blocks = BLOCKS.min(count).max(1);
         let per_block = count / blocks;
         let mut used = vec![(Duration::ZERO, Duration::ZERO); peers.len()];
         for block in 0..blocks {

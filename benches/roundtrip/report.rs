@@ -152,6 +152,9 @@ fn ratio(a: &[f64], b: &[f64]) -> Option<f64> {
 /// The lowest and highest per-round ratio `a / b`, as `rounds LO-HIx`.
 fn ratio_range(a: &[f64], b: &[f64]) -> String {
     let per_round: Vec<f64> = a.iter().zip(b).map(|(x, y)| x / y).collect();
+    if per_round.is_empty() {
+        return "no rounds".into();
+    }
     let lo = per_round.iter().copied().fold(f64::INFINITY, f64::min);
     let hi = per_round.iter().copied().fold(f64::NEG_INFINITY, f64::max);
     format!("rounds {lo:.2}-{hi:.2}x")

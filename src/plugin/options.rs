@@ -51,16 +51,17 @@ pub struct Options {
     ///
     /// Default 6 ms. The timer is set when a run starts and pushed ahead by a later run
     /// only once less than two thirds of it (4 ms) is left, so while requests keep coming
-    /// (a pipelined stream, a request every 0.5 ms) it costs one system call per 2 ms, and
-    /// its expiry, which never comes, stays about one scheduler tick (4 ms at the usual
-    /// `HZ=250`) away or more. A nearer pending timer costs CPU on every request even for
-    /// the same number of calls: at one request every 0.5 ms, a bare loop pushing a timer
-    /// every 2 ms spent 2.0-2.1 µs more CPU per request than with no timer when it was set
-    /// 4 ms ahead, 1.2 µs when 6 ms, 0.8-0.9 µs when 8 ms or an hour (the call alone). A
-    /// 2 ms timer also reprograms the CPU's timer hardware at each set and disarm, a trap
-    /// to the hypervisor on a VM (10 µs per lone request). At worst a request waits these
-    /// 6 ms and then for the hand-over (a thread start, well under 1 ms), inside the 10 ms
-    /// the runtime promises.
+    /// (a pipelined stream, a request every 0.5 ms) it costs one system call per 2 ms at
+    /// most, and every run starts with its expiry about one scheduler tick (4 ms at the
+    /// usual `HZ=250`) away or more; requests more than 2 ms apart cost two (a set and a
+    /// disarm). A nearer pending timer costs CPU on every request even for the same
+    /// number of calls: at one request every 0.5 ms, a bare loop pushing a timer every
+    /// 2 ms spent 2.0-2.1 µs more CPU per request than with no timer when it was set 4 ms
+    /// ahead, 1.2 µs when 6 ms, 0.8-0.9 µs when 8 ms or an hour (the call alone). A 2 ms
+    /// timer also reprograms the CPU's timer hardware at each set and disarm, a trap to
+    /// the hypervisor on a VM (10 µs per lone request). Runs read together are timed from
+    /// the first of them, so at worst a request waits these 6 ms and then for the
+    /// hand-over (a thread start, well under 1 ms), inside the 10 ms the runtime promises.
     pub inline: Duration,
 }
 

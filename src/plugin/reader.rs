@@ -310,11 +310,13 @@ fn run_inline<R: Read + Send + 'static>(
     scratch: &mut Scratch,
 ) -> Option<Box<ReadState<R>>> {
     let started = Instant::now();
+    // Caught up since its last run: the frames read with this one wait behind it alone.
+    let fresh = state.ran.is_none();
     let mut kept = Some(state);
     let outcome = svc.execute_if(job, scratch, &mut || {
         let go = svc.pool.try_start();
         if go && let Some(state) = kept.take() {
-            svc.relay.park_since(state, started);
+            svc.relay.park_since(state, started, fresh);
             // A call registered just before the park may not have seen it: look again.
             if svc.peer.pending.len() > 0 {
                 let _ = svc.relay.relieve();

@@ -20,12 +20,16 @@
 //! than `limit/3` the expiry keeps moving ahead, once per `limit/3` at most, and never
 //! comes: a pipelined stream costs one system call per 2 ms (with the default 6 ms
 //! limit), a request every 0.5 ms 0.2 per request (`perf stat`), no thread is woken, and
-//! the pending expiry stays more than 4 ms (a scheduler tick) away, which a nearer one
-//! does not (it costs CPU on every request: see `Options::inline`). The reader disarms it
-//! when it is about to wait for input (`rest`) only if it last caught up `limit/3` ago or
-//! more (`reader.rs`): at a request every 5 ms, a lone request costs an arming and a
-//! disarming (one system call each), and an idle plugin sees one expiry at most after its
-//! last request, since an expiry wakes the main thread, which costs more than both calls.
+//! a run after a catch-up starts with the pending expiry more than 4 ms (a scheduler
+//! tick) away, where a nearer one costs CPU on every request (see `Options::inline`). A
+//! run that follows another without the reader catching up in between (the frames read
+//! with the first still wait) keeps the expiry, near or not, and is timed from the first
+//! run: what waits behind a series of runs waits `limit` in all ([`Relay::park_since`]).
+//! The reader disarms it when it is about to wait for input (`rest`) only if it last caught
+//! up `limit/3` ago or more (`reader.rs`): at a request every 5 ms, a lone request costs an
+//! arming and a disarming (one system call each), and an idle plugin sees one expiry at
+//! most after its last request, since an expiry wakes the main thread, which costs more
+//! than both calls.
 //! When it expires, the main thread looks ([`Relay::on_timer`]): the run parked for
 //! `limit` is handed over; a later run gets the timer again for what is left of its
 //! `limit`.
@@ -145,27 +149,42 @@ impl Relay {
     /// Parks the reading state while the reader runs an invoke, and sees that a timer
     /// runs for it.
     pub fn park(&self, role: Box<dyn ReadRole>) {
-        self.park_since(role, Instant::now());
+        self.park_since(role, Instant::now(), true);
     }
 
     /// As [`Relay::park`], for a run that started at `started` (read by the caller
-    /// already: a clock read costs as much as the rest of a park).
-    pub fn park_since(&self, role: Box<dyn ReadRole>, started: Instant) {
+    /// already: a clock read costs as much as the rest of a park). `fresh`: the reader
+    /// caught up with its input since its last run. A run that is not fresh follows one
+    /// whose read frames still wait behind it, so it is timed from the first run of that
+    /// series, not from its own start: it keeps the armed expiry, near or not (it was set
+    /// at most `limit` after that first run started), and the main thread's look measures
+    /// from that first run too. So what waits behind a series of runs waits `limit` at
+    /// most, not `limit` per run.
+    pub fn park_since(&self, role: Box<dyn ReadRole>, started: Instant, fresh: bool) {
         *crate::lock::lock(&self.parked) = Some(role);
-        let since = nanos(started.saturating_duration_since(self.epoch));
-        self.since.store(since, Ordering::SeqCst);
+        let start = nanos(started.saturating_duration_since(self.epoch));
+        if fresh {
+            self.since.store(start, Ordering::SeqCst);
+        }
         self.inline.store(true, Ordering::SeqCst);
         let Some(timer) = &self.timer else { return };
         // Armed, with at least two thirds of `limit` left: that expiry comes before this
         // run's own, and the main thread's look sets it again for what the run has left.
-        let near = self.expires.load(Ordering::SeqCst) < since.saturating_add(self.keep());
+        let near = fresh && self.expires.load(Ordering::SeqCst) < start.saturating_add(self.keep());
         if self.armed.load(Ordering::SeqCst) && !near {
             return;
         }
         let _timing = crate::lock::lock(&self.timing);
         if !self.armed.swap(true, Ordering::SeqCst) || near {
-            self.set(timer, since, self.limit);
+            self.set(timer, start, self.left(start));
         }
+    }
+
+    /// What is left of `limit` at `now` for the series of runs parked since `since`
+    /// (never zero, which would disarm).
+    fn left(&self, now: u64) -> Duration {
+        let ran = now.saturating_sub(self.since.load(Ordering::SeqCst));
+        Duration::from_nanos(nanos(self.limit).saturating_sub(ran).max(1_000))
     }
 
     /// What must be left of an armed timer for a new run to keep it, in ns: two thirds of
@@ -201,11 +220,9 @@ impl Relay {
             timer.clear();
             let parked = self.inline.load(Ordering::SeqCst);
             if parked {
-                let since = self.since.load(Ordering::SeqCst);
                 let now = self.now();
-                let ran = Duration::from_nanos(now.saturating_sub(since));
-                if ran < self.limit {
-                    self.set(timer, now, self.limit - ran);
+                if now.saturating_sub(self.since.load(Ordering::SeqCst)) < nanos(self.limit) {
+                    self.set(timer, now, self.left(now));
                     return;
                 }
             }
@@ -220,7 +237,8 @@ impl Relay {
         let _timing = crate::lock::lock(&self.timing);
         self.armed.store(false, Ordering::SeqCst);
         if self.inline.load(Ordering::SeqCst) && !self.armed.swap(true, Ordering::SeqCst) {
-            self.set(timer, self.now(), self.limit);
+            let now = self.now();
+            self.set(timer, now, self.left(now));
         }
     }
 
@@ -422,6 +440,35 @@ mod tests {
             !relay.armed.load(Ordering::SeqCst),
             "a resting reader disarms"
         );
+    }
+
+    /// Runs read together wait for each other: a run that follows another without the
+    /// reader catching up in between is timed from the first, so what waits behind both
+    /// waits `limit` in all, not `limit` per run.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_series_of_runs_is_timed_from_its_first() {
+        for fresh in [false, true] {
+            let resumed = Arc::new(AtomicUsize::new(0));
+            let relay = Relay::new(LIMIT);
+            relay.park(Box::new(Role(resumed.clone())));
+            let first = relay.expires.load(Ordering::SeqCst);
+            relay.take();
+            std::thread::sleep(LIMIT * 3 / 2);
+            relay.park_since(Box::new(Role(resumed.clone())), Instant::now(), fresh);
+            if fresh {
+                assert!(relay.expires.load(Ordering::SeqCst) > first, "a new expiry");
+            } else {
+                assert_eq!(relay.expires.load(Ordering::SeqCst), first, "kept");
+            }
+            relay.on_timer();
+            let handed = resumed.load(Ordering::SeqCst);
+            assert_eq!(
+                handed,
+                usize::from(!fresh),
+                "fresh {fresh}: handed over {handed}"
+            );
+        }
     }
 
     /// A reader that parks, ends a short run and rests while the main thread looks after
