@@ -192,13 +192,15 @@ fn main() {
                     grid[p][s].hol_ms.push(hol);
                 }
             }
+            let echo_loop = echoing(&subjects[1]);
             let [executa, bare] =
-                sweep::sweep_pair(placement, [&subjects[0], &subjects[1]], smoke, round);
+                sweep::sweep_pair(placement, [&subjects[0], &echo_loop], smoke, round);
             grid[p][0].sweep.push(executa);
             grid[p][1].sweep.push(bare);
             if placement == Placement::Free {
                 paced_round(
                     &subjects,
+                    &echo_loop,
                     &counts,
                     smoke,
                     round,
@@ -250,28 +252,29 @@ fn measure(placement: Placement, subject: &Subject, counts: &Counts, smoke: bool
     peer.close();
 }
 
-/// The paced load of one round over every subject and the bare loop echoing, paired in
-/// time (`roundtrip/paced.rs`): each subject's cell gets its figures, `echo_cpu` the
-/// echoing loop's.
+/// The bare loop in its `--echo` mode: the same work as the `echo` tool (the sweep's and
+/// the paced load's second baseline).
+fn echoing(bare: &Subject) -> Subject {
+    Subject {
+        name: "bare loop, --echo",
+        cmd: bare.cmd.iter().cloned().chain(["--echo".into()]).collect(),
+        echoes: true,
+    }
+}
+
+/// The paced load of one round over every subject and `echoing`, paired in time
+/// (`roundtrip/paced.rs`): each subject's cell gets its figures, `echo_cpu` the echoing
+/// loop's.
 fn paced_round(
     subjects: &[Subject],
+    echoing: &Subject,
     counts: &Counts,
     smoke: bool,
     round: u64,
     cells: &mut [Cell],
     echo_cpu: &mut Vec<paced::PacedCpu>,
 ) {
-    let echoing = Subject {
-        name: "bare loop, --echo",
-        cmd: subjects[1]
-            .cmd
-            .iter()
-            .cloned()
-            .chain(["--echo".into()])
-            .collect(),
-        echoes: true,
-    };
-    let all: Vec<&Subject> = subjects.iter().chain([&echoing]).collect();
+    let all: Vec<&Subject> = subjects.iter().chain([echoing]).collect();
     let mut figures = paced::paced_cpu(&all, counts, smoke, round);
     echo_cpu.extend(figures.pop());
     for (cell, (fast, slow)) in cells.iter_mut().zip(figures) {

@@ -143,15 +143,19 @@ fn print_cpu(
     );
 }
 
+/// Each round's ratio `a / b`.
+fn per_round(a: &[f64], b: &[f64]) -> Vec<f64> {
+    a.iter().zip(b).map(|(x, y)| x / y).collect()
+}
+
 /// Median over rounds of the per-round ratio `f(a) / f(b)`.
 fn ratio(a: &[f64], b: &[f64]) -> Option<f64> {
-    let per_round: Vec<f64> = a.iter().zip(b).map(|(x, y)| x / y).collect();
-    med(&per_round)
+    med(&per_round(a, b))
 }
 
 /// The lowest and highest per-round ratio `a / b`, as `rounds LO-HIx`.
 fn ratio_range(a: &[f64], b: &[f64]) -> String {
-    let per_round: Vec<f64> = a.iter().zip(b).map(|(x, y)| x / y).collect();
+    let per_round = per_round(a, b);
     if per_round.is_empty() {
         return "no rounds".into();
     }
@@ -208,9 +212,9 @@ fn print_ratios(
         for (label, pick) in [("CPU/req @0.5ms", 0usize), ("CPU/req @5ms", 1usize)] {
             let of = |c: &Cell| sched(if pick == 0 { &c.cpu_fast } else { &c.cpu_slow });
             let e = of(&grid[p][0]);
-            let echoing: Vec<(f64, f64)> = echo_cpu
+            let echoing: Vec<f64> = echo_cpu
                 .iter()
-                .map(|&(f, s)| if pick == 0 { f } else { s })
+                .map(|&(fast, slow)| if pick == 0 { fast.1 } else { slow.1 })
                 .collect();
             let mut parts: Vec<String> = subjects
                 .iter()
@@ -227,7 +231,6 @@ fn print_ratios(
                     })
                 })
                 .collect();
-            let echoing = sched(&echoing);
             parts.extend(ratio(&e, &echoing).map(|r| {
                 format!(
                     "executa/bare loop --echo {r:.2}x ({})",

@@ -50,19 +50,17 @@ pub const SIZES: [Size; 4] = [
 ];
 
 /// Pipelined rates (invokes per second) at each size of [`SIZES`] of executa and of the
-/// bare loop (in its `--echo` mode), paired in time: both run at once, and each size is
-/// timed in two halves per subject, alternating which goes first (rotating with `round`),
-/// so a spell of the VM falls on both alike.
+/// bare loop in its `--echo` mode (`pair`, in that order), paired in time: both run at
+/// once, and each size is timed in two halves per subject, alternating which goes first
+/// (rotating with `round`), so a spell of the VM falls on both alike.
 pub fn sweep_pair(
     placement: Placement,
-    [executa, bare]: [&Subject; 2],
+    pair: [&Subject; 2],
     smoke: bool,
     round: u64,
 ) -> [Vec<f64>; 2] {
-    let mut bare_cmd = bare.cmd.clone();
-    bare_cmd.push("--echo".into());
-    let mut peers = [&executa.cmd, &bare_cmd].map(|cmd| {
-        let mut peer = Peer::spawn(&placement.prefix(), cmd, true, smoke);
+    let mut peers = pair.map(|subject| {
+        let mut peer = Peer::spawn(&placement.prefix(), &subject.cmd, true, smoke);
         peer.wait_ready();
         peer
     });
@@ -74,15 +72,16 @@ pub fn sweep_pair(
             peer.text = "x".repeat(size.bytes);
             peer.pipelined(count / 10 + 1, Some(size.in_flight));
         }
-        for half in 0..2 {
+        let half = count.div_ceil(2);
+        for turn in 0..2 {
             for k in 0..2 {
-                let s = (k + (half + round) as usize) % 2;
-                let rate = peers[s].pipelined(count.div_ceil(2), Some(size.in_flight));
-                took[s] += Duration::from_secs_f64(count.div_ceil(2) as f64 / rate);
+                let s = (k + (turn + round) as usize) % 2;
+                let rate = peers[s].pipelined(half, Some(size.in_flight));
+                took[s] += Duration::from_secs_f64(half as f64 / rate);
             }
         }
         for s in 0..2 {
-            rates[s].push((count.div_ceil(2) * 2) as f64 / took[s].as_secs_f64());
+            rates[s].push((half * 2) as f64 / took[s].as_secs_f64());
         }
     }
     for peer in peers {

@@ -270,9 +270,8 @@ fn read_loop<R: Read + Send + 'static>(mut state: Box<ReadState<R>>) {
             state.spent = Duration::ZERO;
             // A run that just ended read the clock already.
             let now = state.ran.take().unwrap_or_else(Instant::now);
-            if now.saturating_duration_since(state.rested) >= svc.opts.inline / 3 {
-                svc.relay.rest();
-            }
+            svc.relay
+                .rest_after(now.saturating_duration_since(state.rested));
             state.rested = now;
         } else if state.batch.bytes.len() >= BATCH_BYTES {
             state.batch.flush(&svc);

@@ -25,14 +25,13 @@
 //! run that follows another without the reader catching up in between (the frames read
 //! with the first still wait) keeps the expiry, near or not, and is timed from the first
 //! run: what waits behind a series of runs waits `limit` in all ([`Relay::park_since`]).
-//! The reader disarms it when it is about to wait for input (`rest`) only if it last caught
-//! up `limit/3` ago or more (`reader.rs`): at a request every 5 ms, a lone request costs an
-//! arming and a disarming (one system call each), and an idle plugin sees one expiry at
-//! most after its last request, since an expiry wakes the main thread, which costs more
-//! than both calls.
-//! When it expires, the main thread looks ([`Relay::on_timer`]): the run parked for
-//! `limit` is handed over; a later run gets the timer again for what is left of its
-//! `limit`.
+//! The reader disarms it when it is about to wait for input only if it last caught up
+//! `limit/3` ago or more ([`Relay::rest_after`]): at a request every 5 ms, a lone request
+//! costs an arming and a disarming (one system call each), and an idle plugin sees one
+//! expiry at most after its last request, since an expiry wakes the main thread, which
+//! costs more than both calls. When it expires, the main thread looks
+//! ([`Relay::on_timer`]): the run parked for `limit` is handed over; a later run gets the
+//! timer again for what is left of its `limit`.
 //!
 //! The checks are race-free: the reader parks and then looks for waiting calls; a call
 //! registers and then looks for a parked reader (both sequentially consistent), so at least
@@ -187,12 +186,13 @@ impl Relay {
         Duration::from_nanos(nanos(self.limit).saturating_sub(ran).max(1_000))
     }
 
-    /// What must be left of an armed timer for a new run to keep it, in ns: two thirds of
-    /// `limit`, so that while runs come closer than a third of `limit` apart, the expiry
-    /// stays more than two thirds of `limit` away (with the default 6 ms, more than one
-    /// 4 ms tick: see `Options::inline`).
+    /// What must be left of an armed timer for a run after a catch-up to keep it, in ns:
+    /// all but a third of `limit`, so that while runs come closer than a third of `limit`
+    /// apart, each such run starts with the expiry more than two thirds of `limit` away
+    /// (with the default 6 ms, more than one 4 ms tick: see `Options::inline`).
     fn keep(&self) -> u64 {
-        nanos(self.limit) / 3 * 2
+        let limit = nanos(self.limit);
+        limit - limit / 3
     }
 
     /// Sets the timer to expire `after` past `from` (ns after `epoch`, about now).
@@ -200,6 +200,16 @@ impl Relay {
         self.expires
             .store(from.saturating_add(nanos(after)), Ordering::SeqCst);
         timer.set(after);
+    }
+
+    /// For the reader about to wait for input, `gap` after it last caught up before: a
+    /// gap of a third of `limit` or more disarms the timer ([`Relay::rest`]); after a
+    /// shorter one the next request is likely to come before the expiry, and its run
+    /// pushes it ahead (one system call, where a disarm and a re-arm are two).
+    pub fn rest_after(&self, gap: Duration) {
+        if nanos(gap) >= nanos(self.limit) / 3 {
+            self.rest();
+        }
     }
 
     /// For the reader about to wait for input: no run needs the timer now.
@@ -400,46 +410,48 @@ mod tests {
     #[test]
     fn a_run_keeps_a_far_expiry_and_pushes_a_near_one_ahead() {
         let relay = Relay::new(Duration::from_secs(3600));
-        relay.park(Box::new(Role(Arc::default())));
-        let first = relay.expires.load(Ordering::SeqCst);
-        relay.take();
-        relay.park(Box::new(Role(Arc::default())));
-        assert_eq!(
-            relay.expires.load(Ordering::SeqCst),
-            first,
-            "kept: far ahead"
-        );
-        relay.take();
+        // A run parked with the expiry at `expires` (None: as the last run left it);
+        // returns the expiry it leaves.
+        let park_with = |expires: Option<u64>| {
+            if let Some(at) = expires {
+                relay.expires.store(at, Ordering::SeqCst);
+            }
+            relay.park(Box::new(Role(Arc::default())));
+            relay.take();
+            relay.expires.load(Ordering::SeqCst)
+        };
+        let first = park_with(None);
+        assert_eq!(park_with(None), first, "kept: far ahead");
         // As if 17 minutes had passed since the arming: 43 of the 60 left, over two thirds.
-        relay
-            .expires
-            .store(first - 1_020_000_000_000, Ordering::SeqCst);
-        let kept = relay.expires.load(Ordering::SeqCst);
-        relay.park(Box::new(Role(Arc::default())));
-        assert_eq!(
-            relay.expires.load(Ordering::SeqCst),
-            kept,
-            "kept: 43 min left"
-        );
-        relay.take();
+        let at = first - 1_020_000_000_000;
+        assert_eq!(park_with(Some(at)), at, "kept: 43 min left");
         // 27 minutes after the arming: 33 of the 60 left, more than half but under two
         // thirds; such an expiry would sit within a tick of a run with the default limit.
-        relay
-            .expires
-            .store(first - 1_620_000_000_000, Ordering::SeqCst);
-        relay.park(Box::new(Role(Arc::default())));
-        let pushed = relay.expires.load(Ordering::SeqCst);
+        let pushed = park_with(Some(first - 1_620_000_000_000));
         assert!(
             pushed >= first,
             "set again, a full limit ahead: {pushed} < {first}"
         );
         assert!(relay.armed.load(Ordering::SeqCst));
-        relay.take();
         relay.rest();
         assert!(
             !relay.armed.load(Ordering::SeqCst),
             "a resting reader disarms"
         );
+    }
+
+    /// A reader about to wait keeps the timer after a short gap (the next run pushes it)
+    /// and disarms it after a third of the limit or more.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_reader_rests_only_after_a_third_of_the_limit() {
+        let relay = Relay::new(Duration::from_secs(3));
+        relay.park(Box::new(Role(Arc::default())));
+        relay.take();
+        relay.rest_after(Duration::from_millis(999));
+        assert!(relay.armed.load(Ordering::SeqCst), "kept after 999 ms");
+        relay.rest_after(Duration::from_secs(1));
+        assert!(!relay.armed.load(Ordering::SeqCst), "disarmed after 1 s");
     }
 
     /// Runs read together wait for each other: a run that follows another without the
