@@ -11,7 +11,7 @@
 //! Smoke (tiny counts, replies checked, nothing timed): `EXECUTA_BENCH_SMOKE=1 cargo bench
 //! --bench roundtrip`. Counts (benches/README.md lists them all): `EXECUTA_BENCH_ROUNDS`
 //! [5], `EXECUTA_BENCH_N` serial round trips per round [3000], `EXECUTA_BENCH_PIPELINED`
-//! [30000], `EXECUTA_BENCH_PACED` [2000], `EXECUTA_BENCH_PACED_SLOW` [1000].
+//! [30000], `EXECUTA_BENCH_PACED` [4000], `EXECUTA_BENCH_PACED_SLOW` [1000].
 
 #[path = "roundtrip/chart.rs"]
 mod chart;
@@ -114,7 +114,7 @@ impl Counts {
             pipelined: common::count("EXECUTA_BENCH_PIPELINED", 30_000, 300),
             in_flight: 64,
             flood: common::count("EXECUTA_BENCH_FLOOD", 20_000, 300),
-            paced: common::count("EXECUTA_BENCH_PACED", 2_000, 10),
+            paced: common::count("EXECUTA_BENCH_PACED", 4_000, 10),
             paced_slow: common::count("EXECUTA_BENCH_PACED_SLOW", 1_000, 3),
             idle: Duration::from_millis(common::count("EXECUTA_BENCH_IDLE_MS", 1_000, 20)),
             host_calls: common::count("EXECUTA_BENCH_HOST_CALLS", 1_000, 10),
