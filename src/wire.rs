@@ -565,6 +565,9 @@ pub(crate) struct Head {
     pub(crate) id: Option<Id>,
     /// Whether a top-level `method` key appears in the head (a request, not a response).
     pub(crate) has_method: bool,
+    /// Whether a top-level `method` or `params` key appears in the head, its value whole
+    /// or cut off: only a request has either, so the frame is not an answer.
+    pub(crate) request_key: bool,
 }
 
 /// Scans the head of a truncated frame for its top-level `id` and `method` keys.
@@ -583,6 +586,7 @@ pub(crate) fn scan_head(head: &[u8]) -> Head {
             return out;
         }
         s.ws();
+        out.request_key |= matches!(key, b"method" | b"params");
         let start = s.i;
         if !s.value() {
             return out;
@@ -1244,10 +1248,17 @@ mod tests {
         );
         assert_eq!(h.id.unwrap().as_str(), "\"abc\"");
         assert!(!h.has_method, "a truncated method value is not trusted");
+        assert!(
+            h.request_key,
+            "but a top-level `params` (or `method`) key says request"
+        );
         let h = scan_head(br#"{"method":"invoke","id":12,"params":{"text":"aaaa"#);
         assert_eq!(h.id.unwrap().as_str(), "12");
         assert!(h.has_method);
-        assert_eq!(scan_head(br#"{"params":"aaaa"#), Head::default());
+        let h = scan_head(br#"{"params":"aaaa"#);
+        assert_eq!((h.id, h.has_method, h.request_key), (None, false, true));
+        let h = scan_head(br#"{"id":"ex-1","result":{"params":1,"method":"#);
+        assert!(!h.request_key, "keys inside a value are not the frame's");
         assert_eq!(
             scan_head(br#"{"id":12"#).id,
             None,

@@ -452,6 +452,37 @@ fn an_oversized_frame_with_an_id_of_our_shape_but_no_call_waiting_is_answered() 
     p.finish();
 }
 
+/// A host request over the limit whose id is that of a call of ours actually waiting, with
+/// its `method` past the head but `params` in it, is a request: it is answered
+/// `frame_too_large`, and the call waits on for its real answer. (It used to be taken as
+/// that call's answer: the request got no reply and the call failed.)
+#[test]
+fn an_oversized_request_with_the_id_of_a_waiting_call_is_answered_and_the_call_waits_on() {
+    let mut p = Conn::spawn();
+    p.invoke_ctx(
+        1,
+        "sample",
+        json!({ "prompt": "hi" }),
+        json!({ "invoke_id": "i-1" }),
+    );
+    let call = p.recv_request("sampling/createMessage");
+    let ours = call.raw_id().expect("the call has an id");
+    let bulk = "x".repeat(17 * 1024 * 1024);
+    p.send_line(&format!(
+        r#"{{"jsonrpc":"2.0","id":{ours},"params":{{"t":"{bulk}"}},"method":"health"}}"#
+    ));
+    let m = p.recv();
+    assert_eq!(m.raw_id().as_deref(), Some(ours.as_str()), "{}", m.raw);
+    assert_eq!(m.error()["data"]["errorCode"], json!("frame_too_large"));
+    p.answer(
+        &call.v["id"],
+        json!({ "role": "assistant", "content": { "type": "text", "text": "yo" }, "model": "m" }),
+    );
+    let reply = p.recv_until_id("1").0;
+    assert_eq!(reply.data()["text"], "yo", "{}", reply.raw);
+    p.finish();
+}
+
 /// A small deterministic PRNG (xorshift64*), so a failing case can be replayed by its seed.
 struct Rng(u64);
 

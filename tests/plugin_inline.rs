@@ -210,6 +210,46 @@ fn a_slow_run_hands_reading_over_and_leaves_no_record() {
     p.wait_stopped();
 }
 
+/// End of input while a run handed over is still going: the plugin stops as soon as that
+/// run is answered, not when the grace period runs out (it waited the whole grace: the
+/// old reader's slot was given back without a word to the draining main thread).
+#[test]
+fn end_of_input_during_a_handed_over_run_stops_when_the_run_ends() {
+    let _one = serial();
+    let grace = Duration::from_secs(120);
+    let mut p = Conn::serve(plugin(Duration::from_millis(20)).options(Options {
+        inline: Duration::from_millis(20),
+        grace,
+        ..Options::default()
+    }));
+    warm_up(&mut p);
+    p.invoke("slow", "where", json!({ "sleep_ms": 300 }));
+    // Reading moves to a new reader (by the timer) while the run goes on; that reader
+    // then meets the end of input.
+    wait_one_reader_besides_the_run();
+    p.close_stdin();
+    let reply = p.recv_until_id("\"slow\"").0;
+    assert_eq!(reply.data()["thread"], "executa-reader", "{}", reply.raw);
+    let stopped = p.wait_stopped();
+    assert_eq!(stopped.reason, executa::StopReason::InputClosed);
+    assert_eq!(
+        stopped.abandoned, 0,
+        "the run ended within the grace period"
+    );
+}
+
+/// Waits (bounded) until a second `executa-reader` thread exists: the run's old reader
+/// and the one reading now.
+fn wait_one_reader_besides_the_run() {
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while readers() < 2 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "reading was never handed over"
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
 #[test]
 fn with_inline_zero_nothing_runs_on_the_reader() {
     let _one = serial();

@@ -187,7 +187,7 @@ fn on_bad_response(shared: &Shared, line: &[u8], id: &RawValue, reason: &str) {
 fn on_oversized(shared: &Shared, head: &[u8], tail: &[u8], size: usize) {
     let max = shared.opts.max_frame_bytes;
     let found = wire::scan_head(head);
-    let is_request = found.has_method;
+    let is_request = found.request_key;
     let Some(id) = found.id.or_else(|| wire::scan_tail(tail)) else {
         if OVERSIZED.allow() {
             log::warn!(

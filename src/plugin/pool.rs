@@ -187,6 +187,14 @@ impl<J: Waiting> Pool<J> {
         s.draining && self.settled(&s)
     }
 
+    /// A reader thread's invoke ended after reading moved to another thread (its slot is
+    /// given back by [`Pool::finish`]), and the thread ends. Returns `true` when draining
+    /// and the main thread should look again (see `settled`).
+    pub fn ran_off(&self) -> bool {
+        let s = self.threads();
+        s.draining && self.settled(&s)
+    }
+
     /// An idle extra worker's wait ran out: it may exit unless queued work would then be
     /// left without an idle thread.
     pub fn may_exit(&self) -> bool {

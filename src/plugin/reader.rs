@@ -333,7 +333,12 @@ fn run_inline<R: Read + Send + 'static>(
                 state.spent += ended.saturating_duration_since(started);
                 state.ran = Some(ended);
             }
-            return finish_slot(svc, back, scratch);
+            let kept = finish_slot(svc, back, scratch);
+            // This thread ends: a draining main thread waits for its slot.
+            if kept.is_none() && svc.pool.ran_off() {
+                svc.events.notify(Event::Drained);
+            }
+            return kept;
         }
         (Ok(false), Some(state)) => state.batch.add(svc, &scratch.frame),
         (Err(job), Some(state)) => state.reader.queue(job.into_job(), &mut state.batch),
@@ -636,9 +641,10 @@ impl Reader {
         let pending = &self.svc.peer.pending;
         // An oversized answer to a call of ours still waiting fails that call, not the
         // plugin. Anything else is answered, even with an id of our shape: the frame may be
-        // a request whose `method` lies past the head, and every request gets a reply.
+        // a request whose `method` lies past the head, and every request gets a reply. A
+        // top-level `method` or `params` in the head says request whatever the id.
         if let Some(id) = &head.id
-            && !head.has_method
+            && !head.request_key
             && pending.is_waiting(id.as_raw())
             && pending.settle(id.as_raw(), Err(error.clone()))
         {
