@@ -223,7 +223,7 @@ fn end_of_input_during_a_handed_over_run_stops_when_the_run_ends() {
         ..Options::default()
     }));
     warm_up(&mut p);
-    p.invoke("slow", "where", json!({ "sleep_ms": 300 }));
+    p.invoke("slow", "where", json!({ "sleep_ms": 1_000 }));
     // Reading moves to a new reader (by the timer) while the run goes on; that reader
     // then meets the end of input.
     wait_one_reader_besides_the_run();
