@@ -79,10 +79,10 @@ fn readers() -> usize {
         .count()
 }
 
-/// Waits (bounded) until exactly one reader thread is left.
-fn wait_one_reader() {
+/// Waits (bounded) until the count of reader threads is as `wanted` says.
+fn wait_readers(wanted: fn(usize) -> bool) {
     let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    while readers() != 1 {
+    while !wanted(readers()) {
         assert!(
             std::time::Instant::now() < deadline,
             "{} reader threads",
@@ -90,6 +90,11 @@ fn wait_one_reader() {
         );
         std::thread::sleep(Duration::from_millis(5));
     }
+}
+
+/// Waits (bounded) until exactly one reader thread is left.
+fn wait_one_reader() {
+    wait_readers(|n| n == 1);
 }
 
 /// Runs `where` a few times: every run is on the reader, from the first (no record).
@@ -224,9 +229,9 @@ fn end_of_input_during_a_handed_over_run_stops_when_the_run_ends() {
     }));
     warm_up(&mut p);
     p.invoke("slow", "where", json!({ "sleep_ms": 1_000 }));
-    // Reading moves to a new reader (by the timer) while the run goes on; that reader
-    // then meets the end of input.
-    wait_one_reader_besides_the_run();
+    // Reading moves to a new reader (by the timer) while the run goes on: the run's old
+    // reader and the one reading now. That reader then meets the end of input.
+    wait_readers(|n| n >= 2);
     p.close_stdin();
     let reply = p.recv_until_id("\"slow\"").0;
     assert_eq!(reply.data()["thread"], "executa-reader", "{}", reply.raw);
@@ -238,18 +243,6 @@ fn end_of_input_during_a_handed_over_run_stops_when_the_run_ends() {
     );
 }
 
-/// Waits (bounded) until a second `executa-reader` thread exists: the run's old reader
-/// and the one reading now.
-fn wait_one_reader_besides_the_run() {
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    while readers() < 2 {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "reading was never handed over"
-        );
-        std::thread::sleep(Duration::from_millis(1));
-    }
-}
 #[test]
 fn with_inline_zero_nothing_runs_on_the_reader() {
     let _one = serial();

@@ -153,7 +153,7 @@ impl<J: Waiting> Pool<J> {
     pub fn done(&self) -> bool {
         let mut s = self.threads();
         s.idle += 1;
-        s.draining && self.settled(&s)
+        self.look_again(&s)
     }
 
     /// A thread has its last reply in hand and only has to write it: it counts as idle
@@ -170,7 +170,7 @@ impl<J: Waiting> Pool<J> {
     pub fn replied(&self) -> bool {
         let mut s = self.threads();
         s.writing -= 1;
-        s.draining && self.settled(&s)
+        self.look_again(&s)
     }
 
     /// The reader holds replies to write as one batch (see `reader.rs`): the plugin is not
@@ -184,7 +184,7 @@ impl<J: Waiting> Pool<J> {
     pub fn written(&self) -> bool {
         let mut s = self.threads();
         s.writing -= 1;
-        s.draining && self.settled(&s)
+        self.look_again(&s)
     }
 
     /// A reader thread's invoke ended after reading moved to another thread (its slot is
@@ -192,7 +192,7 @@ impl<J: Waiting> Pool<J> {
     /// and the main thread should look again (see `settled`).
     pub fn ran_off(&self) -> bool {
         let s = self.threads();
-        s.draining && self.settled(&s)
+        self.look_again(&s)
     }
 
     /// An idle extra worker's wait ran out: it may exit unless queued work would then be
@@ -308,6 +308,11 @@ impl<J: Waiting> Pool<J> {
     /// writing requests that keep the queue from ever running empty).
     fn settled(&self, s: &Threads) -> bool {
         self.quiet(s) || self.slots().running == 0
+    }
+
+    /// Whether the main thread, if draining, should look again now (see `settled`).
+    fn look_again(&self, s: &Threads) -> bool {
+        s.draining && self.settled(s)
     }
 
     /// Nothing queued, no invoke running or waiting, and no thread in the middle of a job
