@@ -12,7 +12,7 @@ use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use common::{Conn, EXIT_TIMEOUT, RECV_TIMEOUT, everything_bin};
+use common::{Conn, EXIT_TIMEOUT, RECV_TIMEOUT, everything_bin, sampled};
 use serde_json::{Value, json};
 
 fn invoke_line(id: u64, tool: &str, arguments: &Value) -> String {
@@ -474,10 +474,7 @@ fn an_oversized_request_with_the_id_of_a_waiting_call_is_answered_and_the_call_w
     let m = p.recv();
     assert_eq!(m.raw_id().as_deref(), Some(ours.as_str()), "{}", m.raw);
     assert_eq!(m.error()["data"]["errorCode"], json!("frame_too_large"));
-    p.answer(
-        &call.v["id"],
-        json!({ "role": "assistant", "content": { "type": "text", "text": "yo" }, "model": "m" }),
-    );
+    p.answer(&call.v["id"], sampled("yo"));
     let reply = p.recv_until_id("1").0;
     assert_eq!(reply.data()["text"], "yo", "{}", reply.raw);
     p.finish();
