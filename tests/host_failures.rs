@@ -230,6 +230,19 @@ fn corrupt_reply_fails_only_its_call() {
     );
 }
 
+/// A cut-off frame that names a pending call's id but carries `params` (only a request
+/// has them) is not that call's reply: it is noise, and the call gets its real reply.
+#[test]
+fn corrupt_request_under_a_pending_id_is_noise_not_a_reply() {
+    let host = Host::start(py("tools_plugin.py", &[]), opts(), Handlers::new()).expect("start");
+    let r = host
+        .invoke("garbage_request", &json!({}))
+        .expect("the real reply");
+    assert_eq!(r.data["after"], "garbage", "{r:?}");
+    let noise = host.stdout_noise();
+    assert_eq!((noise.non_json, noise.invalid), (1, 0), "{noise:?}");
+}
+
 #[test]
 fn result_without_success_is_a_protocol_error() {
     let host = Host::start(py("tools_plugin.py", &[]), opts(), Handlers::new()).expect("start");

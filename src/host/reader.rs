@@ -117,9 +117,10 @@ fn on_line(shared: &Arc<Shared>, dispatch: &Dispatcher, line: &[u8]) {
         }
         Message::Invalid { id: None, .. } | Message::Ignored(_) => shared.record_noise(line, true),
         Message::Unparsable(reason) => {
-            // A truncated or corrupted reply still names its id early on: fail that call.
+            // A truncated or corrupted reply still names its id early on: fail that call. A
+            // frame with a `method` or `params` key is a request, whatever its id: noise.
             let head = wire::scan_head(line);
-            if !head.has_method
+            if !head.request_key
                 && let Some(n) = head.id.as_ref().and_then(Id::as_u64)
                 && shared.pending.contains(n)
             {
