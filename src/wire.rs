@@ -238,7 +238,7 @@ impl<R> Drop for FrameReader<R> {
 /// The bounds of a frame without BOM, CR and surrounding white space.
 fn trim_frame(line: &[u8]) -> (usize, usize) {
     let mut start = 0;
-    if line.starts_with(b"\xEF\xBB\xBF") {
+    if line.first_chunk::<3>() == Some(b"\xEF\xBB\xBF") {
         start = 3;
     }
     let mut end = line.len();

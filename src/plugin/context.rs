@@ -44,7 +44,7 @@ impl Invocation {
         // Only an object is read: serde's error for any other value would quote it, and the
         // text of an error is freed unwiped.
         let mut ctx = WireContext::default();
-        if let Some(raw) = context.filter(|raw| raw.starts_with('{')) {
+        if let Some(raw) = context.filter(|raw| raw.as_bytes().first() == Some(&b'{')) {
             ctx.fill(raw);
         }
         let LegacyFields {
@@ -250,7 +250,7 @@ impl<'de> WireContext<'de> {
                         .filter(|t| !t.is_empty())
                         .map(Cow::into_owned);
                 }
-                "credentials" if value.starts_with('{') => {
+                "credentials" if value.as_bytes().first() == Some(&b'{') => {
                     self.credentials = credentials(value).unwrap_or_default();
                 }
                 k if k.ends_with("_token") => {
@@ -286,7 +286,7 @@ fn credentials(raw: &str) -> Option<Vec<(String, Secret)>> {
 /// number (its digits as serde_json writes them): `Some(None)` for any other value, `None`
 /// for a string serde_json refuses to unescape (a lone surrogate).
 fn text_of(value: &str) -> Option<Option<Cow<'_, str>>> {
-    if value.starts_with('"') {
+    if value.as_bytes().first() == Some(&b'"') {
         return json_scan::string_text(value).map(Some);
     }
     let number = is_number(value)
@@ -297,7 +297,7 @@ fn text_of(value: &str) -> Option<Option<Cow<'_, str>>> {
 
 /// Whether a JSON value (valid, trimmed) is a number.
 fn is_number(value: &str) -> bool {
-    value.starts_with(|c: char| c == '-' || c.is_ascii_digit())
+    matches!(value.as_bytes().first(), Some(b'-' | b'0'..=b'9'))
 }
 
 fn text(v: Value) -> Option<String> {
