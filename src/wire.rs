@@ -462,8 +462,10 @@ pub(crate) fn compact_invoke<T>(
     let start = id.end + INVOKE_TAIL.len();
     // The spans `parse` reads exclude white space: the id's is echoed byte for byte, so an
     // id followed by any is left to `parse`; the params' is trimmed.
+    // JSON's white space only: a form feed (which `is_ascii_whitespace` counts) makes the
+    // frame invalid, for `parse` to refuse.
     let mut end = line.len().checked_sub(1)?;
-    while end > start && line[end - 1].is_ascii_whitespace() {
+    while end > start && matches!(line[end - 1], b' ' | b'\t' | b'\n' | b'\r') {
         end -= 1;
     }
     // A number or a string, as `parse` takes them (not `null`, which it reads apart), and
@@ -1009,6 +1011,9 @@ mod tests {
             br#"{"jsonrpc":"2.0","id":1,"method":"invoke","params":{"tool":"x"},"id":2}"#,
             br#"{"jsonrpc":"2.0","id":1,"method":"invoke","params":{"tool":"x"}}}"#,
             br#"{"jsonrpc":"2.0","id":1,"method":"invoke","params":{"tool":"x",}}"#,
+            // A form feed is not JSON's white space (it was taken as such, and the frame,
+            // which `parse` refuses, answered).
+            b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"invoke\",\"params\":{}\x0c}",
         ];
         for line in left {
             assert_eq!(
