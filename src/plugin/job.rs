@@ -214,15 +214,17 @@ impl<'de> InvokeParams<'de> {
         let mut why = None;
         let mut seen = 0u8;
         let read = json_scan::for_each_member(params, |key, value| {
-            let (bit, name) = match &*key {
-                "tool" | "name" => (1, "tool"),
-                "arguments" => (2, "arguments"),
-                "context" => (4, "context"),
-                "invoke_id" => (8, "invoke_id"),
-                "sampling_token" => (16, "sampling_token"),
-                "storage_token" => (32, "storage_token"),
+            // Byte patterns: a decision on the length, then the bytes, where string
+            // patterns compare one candidate after another.
+            let (bit, name) = match key.as_bytes() {
+                b"tool" | b"name" => (1, "tool"),
+                b"arguments" => (2, "arguments"),
+                b"context" => (4, "context"),
+                b"invoke_id" => (8, "invoke_id"),
+                b"sampling_token" => (16, "sampling_token"),
+                b"storage_token" => (32, "storage_token"),
                 #[cfg(feature = "mcp")]
-                "_meta" => (64, "_meta"),
+                b"_meta" => (64, "_meta"),
                 _ => return Some(()),
             };
             if seen & bit != 0 {
@@ -231,7 +233,8 @@ impl<'de> InvokeParams<'de> {
             }
             seen |= bit;
             // `null` reads as absent, as serde reads an `Option`.
-            let raw = (value != "null").then_some(value);
+            // (A valid value that starts with `n` is `null`.)
+            let raw = (value.as_bytes().first() != Some(&b'n')).then_some(value);
             match bit {
                 // A token may be `null` (absent); the tool may not.
                 16 | 32 if raw.is_none() => {}
@@ -347,7 +350,7 @@ impl InvokeParts {
         }
         Ok(InvokeParts {
             tool,
-            arguments: span(p.arguments.filter(|a| *a != "null")),
+            arguments: span(p.arguments),
             context: span(p.context),
             legacy,
             #[cfg(feature = "mcp")]
