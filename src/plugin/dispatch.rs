@@ -16,6 +16,7 @@ use crate::{json_text, wire};
 use super::context::Invocation;
 use super::events::Event;
 use super::health::Health;
+use super::intake::Intake;
 use super::job::{InvokeJob, InvokeParts, Job, Line, Method};
 use super::pool::{Admission, Admit};
 use super::reverse::InvokeLink;
@@ -30,6 +31,20 @@ pub(crate) struct Scratch {
     replying: bool,
     /// The link of this thread's last invoke, reused when no handle to it survived.
     link: Option<Arc<InvokeLink>>,
+    /// On the reader's thread (`Some`): the line buffer of its last invoke, zeroed, for
+    /// its next copy of a line, which then takes no lock of the shared free list; empty
+    /// (`Some(None)`) until one is kept.
+    pub line: Option<Option<Vec<u8>>>,
+}
+
+impl Scratch {
+    /// The reader's scratch, which keeps a line buffer (see [`Scratch::line`]).
+    pub fn for_reader() -> Scratch {
+        Scratch {
+            line: Some(None),
+            ..Scratch::default()
+        }
+    }
 }
 
 /// A failure of the runtime's own request handling is logged within a limit: it could
@@ -295,7 +310,10 @@ impl Service {
         if kind == Reply::Mcp && self.peer.mcp.take_cancelled(id) {
             frame.clear();
         }
-        self.intake.recycle(line.into_buffer());
+        match (line.into_buffer(), &mut scratch.line) {
+            (buf, Some(kept @ None)) if Intake::keeps(&buf) => *kept = Some(buf),
+            (buf, _) => self.intake.recycle(buf),
+        }
         Ok(ran)
     }
 

@@ -161,9 +161,14 @@ impl Intake {
         buf
     }
 
+    /// Whether a buffer is small enough to keep for reuse.
+    pub fn keeps(buf: &Vec<u8>) -> bool {
+        buf.capacity() <= KEEP_BUFFER_BYTES
+    }
+
     /// Takes back a zeroed buffer for reuse; a large one is freed instead.
     pub fn recycle(&self, buf: Vec<u8>) {
-        if buf.capacity() <= KEEP_BUFFER_BYTES {
+        if Intake::keeps(&buf) {
             let mut free = self.free.lock().unwrap_or_else(PoisonError::into_inner);
             if free.len() < FREE_BUFFERS {
                 free.push(buf);

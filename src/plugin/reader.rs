@@ -72,6 +72,7 @@ pub(crate) fn start<R: Read + Send + 'static>(
     let frames = FrameReader::new(input, svc.opts.max_frame_bytes);
     let relay = svc.relay.clone();
     relay.set_pumpable(fd.is_some());
+    let inline = crate::spin::nanos(svc.opts.inline);
     let state = ReadState {
         frames,
         fd,
@@ -81,11 +82,13 @@ pub(crate) fn start<R: Read + Send + 'static>(
             jobs,
             refused: 0,
             logged: None,
+            spare: None,
         },
         batch: Batch::default(),
-        spent: Duration::ZERO,
-        rested: Instant::now(),
+        spent: 0,
+        rested: relay.now(),
         ran: None,
+        inline,
     };
     // The first reader starts the way a relief reader does: one thread start-up in the
     // binary, not two.
@@ -103,12 +106,15 @@ pub(crate) struct ReadState<R> {
     eof: Option<String>,
     reader: Reader,
     batch: Batch,
-    /// Time spent in handlers on the reader since it last caught up with its input.
-    spent: Duration,
+    /// Time spent in handlers on the reader since it last caught up with its input (times
+    /// are nanoseconds on the relay's clock, `Relay::now`).
+    spent: u64,
     /// When it last caught up.
-    rested: Instant,
+    rested: u64,
     /// When the last invoke it ran ended, if it has not caught up since.
-    ran: Option<Instant>,
+    ran: Option<u64>,
+    /// `Options::inline`, the time it may spend in handlers before it catches up.
+    inline: u64,
 }
 
 /// What reading one frame came to.
@@ -238,7 +244,7 @@ impl<R: Read + Send + 'static> ReadRole for ReadState<R> {
             if let Some(Ok(mut state)) = state {
                 // The old reader is still in a handler: what waits behind it goes to the
                 // dispatch side until this reader catches up.
-                state.spent = svc.opts.inline;
+                state.spent = state.inline;
                 read_loop(state);
             }
         })
@@ -254,7 +260,7 @@ impl<R: Read + Send + 'static> ReadRole for ReadState<R> {
 /// or when the role moved to a new thread while this one ran an invoke.
 fn read_loop<R: Read + Send + 'static>(mut state: Box<ReadState<R>>) {
     let svc = state.reader.svc.clone();
-    let mut scratch = Scratch::default();
+    let mut scratch = Scratch::for_reader();
     let why = loop {
         if let Some(why) = state.eof.take() {
             break why;
@@ -267,21 +273,23 @@ fn read_loop<R: Read + Send + 'static>(mut state: Box<ReadState<R>>) {
             // per request cost two system calls. Serial `echo` at one request every 0.5 ms:
             // 0.2 calls per request instead of 2, and no expiry while they come.
             state.batch.flush(&svc);
-            state.spent = Duration::ZERO;
+            state.spent = 0;
             // A run that just ended read the clock already.
-            let now = state.ran.take().unwrap_or_else(Instant::now);
-            svc.relay
-                .rest_after(now.saturating_duration_since(state.rested));
+            let now = state.ran.take().unwrap_or_else(|| svc.relay.now());
+            svc.relay.rest_after(now.saturating_sub(state.rested));
             state.rested = now;
         } else if state.batch.bytes.len() >= BATCH_BYTES {
             state.batch.flush(&svc);
         }
         match state.step(None) {
-            Step::Invoke(job) if state.spent >= svc.opts.inline => {
+            Step::Invoke(job) if state.spent >= state.inline => {
                 state.reader.queue(job.into_job(), &mut state.batch);
             }
             Step::Invoke(job) => match run_inline(&svc, state, job, &mut scratch) {
-                Some(back) => state = back,
+                Some(back) => {
+                    state = back;
+                    state.reader.spare = scratch.line.as_mut().and_then(Option::take);
+                }
                 None => return,
             },
             Step::Handled | Step::NoInput => {}
@@ -308,7 +316,7 @@ fn run_inline<R: Read + Send + 'static>(
     job: InvokeJob,
     scratch: &mut Scratch,
 ) -> Option<Box<ReadState<R>>> {
-    let started = Instant::now();
+    let started = svc.relay.now();
     // Caught up since its last run: the frames read with this one wait behind it alone.
     let fresh = state.ran.is_none();
     let mut kept = Some(state);
@@ -329,8 +337,8 @@ fn run_inline<R: Read + Send + 'static>(
         (Ok(true), _) => {
             let mut back = take::<R>(svc);
             if let Some(state) = &mut back {
-                let ended = Instant::now();
-                state.spent += ended.saturating_duration_since(started);
+                let ended = svc.relay.now();
+                state.spent += ended.saturating_sub(started);
                 state.ran = Some(ended);
             }
             let kept = finish_slot(svc, back, scratch);
@@ -451,6 +459,8 @@ struct Reader {
     /// Requests refused as busy since the last log line.
     refused: u64,
     logged: Option<Instant>,
+    /// A line buffer for the next copy (see `Scratch::line`).
+    spare: Option<Vec<u8>>,
 }
 
 impl Reader {
@@ -490,9 +500,13 @@ impl Reader {
         None
     }
 
-    /// The line, copied into a buffer that travels with its job.
-    fn copy(&self, line: &[u8]) -> Line {
-        let mut buf = self.svc.intake.buffer(line.len());
+    /// The line, copied into a buffer that travels with its job: the one the reader's last
+    /// invoke gave back, or one from the shared free list.
+    fn copy(&mut self, line: &[u8]) -> Line {
+        let mut buf = match self.spare.take() {
+            Some(buf) => buf,
+            None => self.svc.intake.buffer(line.len()),
+        };
         buf.extend_from_slice(line);
         Line::new(buf)
     }

@@ -141,27 +141,29 @@ impl Relay {
         self.timer.as_ref().map_or(-1, Timer::fd)
     }
 
-    fn now(&self) -> u64 {
+    /// The relay's clock: nanoseconds since it was made. The reader keeps its own times
+    /// on it, so that a run costs two clock reads and integer arithmetic (an `Instant`
+    /// subtraction is about 56 instructions at opt-level "z", callgrind).
+    pub fn now(&self) -> u64 {
         nanos(self.epoch.elapsed())
     }
 
     /// Parks the reading state while the reader runs an invoke, and sees that a timer
     /// runs for it.
     pub fn park(&self, role: Box<dyn ReadRole>) {
-        self.park_since(role, Instant::now(), true);
+        self.park_since(role, self.now(), true);
     }
 
-    /// As [`Relay::park`], for a run that started at `started` (read by the caller
-    /// already: a clock read costs as much as the rest of a park). `fresh`: the reader
+    /// As [`Relay::park`], for a run that started at `start` ([`Relay::now`], read by the
+    /// caller already: a clock read costs as much as the rest of a park). `fresh`: the reader
     /// caught up with its input since its last run. A run that is not fresh follows one
     /// whose read frames still wait behind it, so it is timed from the first run of that
     /// series, not from its own start: it keeps the armed expiry, near or not (it was set
     /// at most `limit` after that first run started), and the main thread's look measures
     /// from that first run too. So what waits behind a series of runs waits `limit` at
     /// most, not `limit` per run.
-    pub fn park_since(&self, role: Box<dyn ReadRole>, started: Instant, fresh: bool) {
+    pub fn park_since(&self, role: Box<dyn ReadRole>, start: u64, fresh: bool) {
         *crate::lock::lock(&self.parked) = Some(role);
-        let start = nanos(started.saturating_duration_since(self.epoch));
         if fresh {
             self.since.store(start, Ordering::SeqCst);
         }
@@ -202,12 +204,12 @@ impl Relay {
         timer.set(after);
     }
 
-    /// For the reader about to wait for input, `gap` after it last caught up before: a
-    /// gap of a third of `limit` or more disarms the timer ([`Relay::rest`]); after a
-    /// shorter one the next request is likely to come before the expiry, and its run
-    /// pushes it ahead (one system call, where a disarm and a re-arm are two).
-    pub fn rest_after(&self, gap: Duration) {
-        if nanos(gap) >= nanos(self.limit) / 3 {
+    /// For the reader about to wait for input, `gap` nanoseconds after it last caught up
+    /// before: a gap of a third of `limit` or more disarms the timer ([`Relay::rest`]);
+    /// after a shorter one the next request is likely to come before the expiry, and its
+    /// run pushes it ahead (one system call, where a disarm and a re-arm are two).
+    pub fn rest_after(&self, gap: u64) {
+        if gap >= nanos(self.limit) / 3 {
             self.rest();
         }
     }
@@ -450,9 +452,9 @@ mod tests {
         let relay = Relay::new(Duration::from_secs(3));
         relay.park(Box::new(Role(Arc::default())));
         relay.take();
-        relay.rest_after(Duration::from_millis(999));
+        relay.rest_after(999_000_000);
         assert!(relay.armed.load(Ordering::SeqCst), "kept after 999 ms");
-        relay.rest_after(Duration::from_secs(1));
+        relay.rest_after(1_000_000_000);
         assert!(!relay.armed.load(Ordering::SeqCst), "disarmed after 1 s");
     }
 
@@ -469,7 +471,7 @@ mod tests {
             let first = relay.expires.load(Ordering::SeqCst);
             relay.take();
             std::thread::sleep(LIMIT * 3 / 2);
-            relay.park_since(Box::new(Role(resumed.clone())), Instant::now(), fresh);
+            relay.park_since(Box::new(Role(resumed.clone())), relay.now(), fresh);
             if fresh {
                 assert!(relay.expires.load(Ordering::SeqCst) > first, "a new expiry");
             } else {
