@@ -31,9 +31,10 @@ pub(crate) struct Scratch {
     replying: bool,
     /// The link of this thread's last invoke, reused when no handle to it survived.
     link: Option<Arc<InvokeLink>>,
-    /// On the reader's thread (`Some`): the line buffer of its last invoke, zeroed, for
-    /// its next copy of a line, which then takes no lock of the shared free list; empty
-    /// (`Some(None)`) until one is kept.
+    /// `Some` for a reader thread's scratch: a line buffer, zeroed, for the reader's next
+    /// copy of a line, which then takes no lock of the shared free list. The first invoke
+    /// this thread runs after the reader took the last one fills it (`Some(None)` until
+    /// then); the reader takes it after each run it made.
     pub line: Option<Option<Vec<u8>>>,
 }
 

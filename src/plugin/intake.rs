@@ -8,8 +8,9 @@
 //! thread taking a job, or a handler starting a call to the host (then the reader must keep
 //! reading, because the answer may be right behind the flood; see `reader.rs`).
 //!
-//! The line buffers travel with the jobs and come back through a small free list, so a
-//! request costs no allocation for its line once the plugin is warm.
+//! The line buffers travel with the jobs and come back through a small free list (an
+//! invoke the reader ran gives its buffer straight back to the reader instead: see
+//! `Scratch::line`), so a request costs no allocation for its line once the plugin is warm.
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, PoisonError};

@@ -21,8 +21,8 @@ use super::tool::Tool;
 /// Counted so that a flood of tiny frames is bounded in memory too.
 pub(crate) const JOB_OVERHEAD: usize = 256;
 
-/// One request line, owned. The buffer comes from the reader's free list and goes back to
-/// it (zeroed: the line may hold credentials) when the job is done.
+/// One request line, owned. The buffer comes from the free list or the reader's spare and
+/// goes back to one of them (zeroed: the line may hold credentials) when the job is done.
 pub(crate) struct Line(Vec<u8>);
 
 impl Line {
