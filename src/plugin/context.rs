@@ -287,7 +287,7 @@ fn credentials(raw: &str) -> Option<Vec<(String, Secret)>> {
 /// for a string serde_json refuses to unescape (a lone surrogate).
 fn text_of(value: &str) -> Option<Option<Cow<'_, str>>> {
     if value.as_bytes().first() == Some(&b'"') {
-        return json_scan::string_text(value).map(Some);
+        return json_scan::value_text(value).map(Some);
     }
     let number = is_number(value)
         .then(|| serde_json::from_str::<Value>(value).ok())

@@ -239,7 +239,7 @@ impl<'de> InvokeParams<'de> {
                 // A token may be `null` (absent); the tool may not.
                 16 | 32 if raw.is_none() => {}
                 1 | 16 | 32 => {
-                    let Some(text) = json_scan::string_text(value) else {
+                    let Some(text) = json_scan::value_text(value) else {
                         why = Some(format!("`{name}` must be a string"));
                         return None;
                     };
