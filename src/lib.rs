@@ -1,8 +1,8 @@
 #![doc = include_str!("../README.md")]
 #![deny(missing_docs)]
 
-#[cfg(not(unix))]
-compile_error!("executa supports Unix only: it relies on pipes, signals and file descriptors");
+#[cfg(not(any(unix, windows)))]
+compile_error!("executa supports Unix and Windows: it relies on pipes and their handles");
 
 // Shared by both sides: the wire format, ids, errors, the output writer, the manifest,
 // the parameter declarations and the manifest lint, the protocol's rules, secrets, and

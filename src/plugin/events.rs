@@ -1,11 +1,15 @@
 //! Wake-ups for the supervising (main) thread, without polling.
 //!
-//! Signals (through signal-hook's self-pipe, which writes `b'X'`) and the runtime's own
-//! threads write single bytes into one socket pair; the main thread blocks reading it.
+//! Stop signals (`sys::stop_signals`) and the runtime's own threads ring single bytes on
+//! one bell (`sys::Bell`: a socket pair on Unix, a condition variable on Windows); the main
+//! thread blocks on it, and on the relay's timer (`timer.rs`).
 
-use std::io::{self, Read, Write};
-use std::os::unix::net::UnixStream;
-use std::time::{Duration, Instant};
+use std::io;
+use std::time::Instant;
+
+use crate::sys::{self, Bell, Ringer};
+
+use super::timer::Watch;
 
 /// Something the main thread waits for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -28,64 +32,63 @@ pub(crate) enum Event {
 impl Event {
     fn byte(self) -> u8 {
         match self {
-            Event::Signal => b'X',
+            Event::Signal => sys::STOP_BYTE,
             Event::InputClosed => b'E',
             Event::OutputBroken => b'O',
             Event::Drained => b'D',
             Event::WriterDone => b'W',
-            Event::Timer => b'T',
+            Event::Timer => sys::TIMER_BYTE,
         }
     }
 
     fn from_byte(b: u8) -> Option<Event> {
         Some(match b {
-            b'X' => Event::Signal,
+            sys::STOP_BYTE => Event::Signal,
             b'E' => Event::InputClosed,
             b'O' => Event::OutputBroken,
             b'D' => Event::Drained,
             b'W' => Event::WriterDone,
+            sys::TIMER_BYTE => Event::Timer,
             _ => return None,
         })
     }
 }
 
 /// The sending side, cloned into every thread that reports.
-pub(crate) struct Notifier(UnixStream);
+pub(crate) struct Notifier(Ringer);
 
 impl Notifier {
-    /// Reports an event. Never blocks: the socket is non-blocking and holds at most a
-    /// few bytes at a time (each event is written a handful of times over a plugin's life).
+    /// Reports an event. Never blocks: the bell holds a few bytes at a time (each event is
+    /// rung a handful of times over a plugin's life) and drops what does not fit.
     pub fn notify(&self, event: Event) {
-        let _ = (&self.0).write(&[event.byte()]);
+        self.0.ring(event.byte());
     }
 
-    /// Another handle to the same socket.
+    /// Another handle to the same bell.
     pub fn try_clone(&self) -> io::Result<Notifier> {
         Ok(Notifier(self.0.try_clone()?))
     }
 
-    /// The raw socket, for signal-hook's pipe registration.
-    pub fn socket(&self) -> io::Result<UnixStream> {
-        self.0.try_clone()
+    /// The bell's ringer, for the stop signals and the relay's timer.
+    pub fn ringer(&self) -> &Ringer {
+        &self.0
     }
 }
 
-/// The receiving side, owned by the main thread: the socket, and the descriptor of a
-/// timer (`-1`: none) that reports [`Event::Timer`] while it is expired.
-pub(crate) struct Events(UnixStream, i32);
+/// The receiving side, owned by the main thread: the bell, and the relay's timer (if any),
+/// which reports [`Event::Timer`] while it is expired.
+pub(crate) struct Events(Bell, Option<Watch>);
 
-/// A socket pair: the receiver for main, and a notifier to clone.
+/// A bell: the receiver for main, and a notifier to clone.
 pub(crate) fn channel() -> io::Result<(Events, Notifier)> {
-    let (rx, tx) = UnixStream::pair()?;
-    tx.set_nonblocking(true)?;
-    rx.set_nonblocking(true)?;
-    Ok((Events(rx, -1), Notifier(tx)))
+    let (bell, ringer) = sys::bell()?;
+    Ok((Events(bell, None), Notifier(ringer)))
 }
 
 impl Events {
-    /// Also waits for the timer behind `fd` (it must outlive this receiver's waits).
-    pub fn watch_timer(&mut self, fd: i32) {
-        self.1 = fd;
+    /// Also waits for `timer`.
+    pub fn watch_timer(&mut self, timer: Option<Watch>) {
+        self.1 = timer;
     }
 
     /// Blocks until an event arrives or `deadline` passes (`None`: no deadline, used only
@@ -93,32 +96,11 @@ impl Events {
     /// timeout. An expired timer is reported until whoever handles it clears it.
     pub fn wait(&mut self, deadline: Option<Instant>) -> io::Result<Option<Event>> {
         loop {
-            let timeout = match deadline {
-                None => None,
-                Some(d) => match d.checked_duration_since(Instant::now()) {
-                    Some(left) if !left.is_zero() => Some(left.max(Duration::from_millis(1))),
-                    _ => return Ok(None),
-                },
+            let Some(byte) = Watch::wait(self.1.as_ref(), &mut self.0, deadline)? else {
+                return Ok(None);
             };
-            let (socket, timer) =
-                crate::sys::wait_either(std::os::fd::AsRawFd::as_raw_fd(&self.0), self.1, timeout)?;
-            if !socket {
-                return Ok(timer.then_some(Event::Timer));
-            }
-            let mut byte = [0u8; 1];
-            match self.0.read(&mut byte) {
-                Ok(0) => return Err(io::Error::other("event socket closed")),
-                Ok(_) => {
-                    if let Some(ev) = Event::from_byte(byte[0]) {
-                        return Ok(Some(ev));
-                    }
-                }
-                Err(e)
-                    if matches!(
-                        e.kind(),
-                        io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted
-                    ) => {}
-                Err(e) => return Err(e),
+            if let Some(ev) = Event::from_byte(byte) {
+                return Ok(Some(ev));
             }
         }
     }

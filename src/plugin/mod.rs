@@ -19,6 +19,7 @@ pub mod reverse;
 mod runtime;
 mod service;
 mod session;
+mod timer;
 mod tool;
 
 pub use builder::Plugin;

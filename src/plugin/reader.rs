@@ -22,7 +22,6 @@
 use std::any::Any;
 use std::io::Read;
 use std::ops::Range;
-use std::os::fd::{AsRawFd, RawFd};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -32,6 +31,7 @@ use serde_json::json;
 use crate::error::{RpcError, codes};
 use crate::id::Id;
 use crate::log_limit::LogLimit;
+use crate::sys::{self, Waitable};
 use crate::wire::{self, Frame, FrameReader, Message};
 
 use super::dispatch::Scratch;
@@ -68,7 +68,7 @@ pub(crate) fn start<R: Read + Send + 'static>(
     svc: Arc<Service>,
     jobs: Sender<Job>,
 ) -> std::io::Result<()> {
-    let fd = pollable_fd(&input);
+    let fd = sys::waitable(&input);
     let frames = FrameReader::new(input, svc.opts.max_frame_bytes);
     let relay = svc.relay.clone();
     relay.set_pumpable(fd.is_some());
@@ -101,7 +101,7 @@ pub(crate) fn start<R: Read + Send + 'static>(
 pub(crate) struct ReadState<R> {
     frames: FrameReader<R>,
     /// The input's descriptor when it can be polled (a file, pipe or socket).
-    fd: Option<RawFd>,
+    fd: Option<Waitable>,
     /// Why the input ended, when it ended while a handler read it (see `pump`).
     eof: Option<String>,
     reader: Reader,
@@ -163,7 +163,7 @@ impl<R: Read> ReadState<R> {
             // A non-blocking stdin (shared with whoever started the plugin, which may have
             // made it so) is read as a blocking one: wait for input, then read on.
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock && fd.is_some() => {
-                match fd.map(|fd| crate::sys::wait_readable(fd, INPUT_LOOK)) {
+                match fd.map(|fd| sys::wait_readable(fd, INPUT_LOOK)) {
                     Some(Err(e)) => Step::Ended(format!("waiting for stdin failed: {e}")),
                     _ => Step::NoInput,
                 }
@@ -173,21 +173,6 @@ impl<R: Read> ReadState<R> {
                 Step::Ended(format!("reading stdin failed: {e}"))
             }
         }
-    }
-}
-
-/// The descriptor of an input of a type known to have one (`File`: stdin as the runtime
-/// takes it; a pipe's or socket's end), for `poll`.
-fn pollable_fd<R: Any>(input: &R) -> Option<RawFd> {
-    let input = input as &dyn Any;
-    if let Some(f) = input.downcast_ref::<std::fs::File>() {
-        Some(f.as_raw_fd())
-    } else if let Some(s) = input.downcast_ref::<std::os::unix::net::UnixStream>() {
-        Some(s.as_raw_fd())
-    } else {
-        input
-            .downcast_ref::<std::process::ChildStdout>()
-            .map(AsRawFd::as_raw_fd)
     }
 }
 
@@ -206,11 +191,7 @@ impl<R: Read + Send + 'static> ReadRole for ReadState<R> {
         let mut ready = || {
             let left = left();
             // An error from poll (none is expected) falls back to a plain read.
-            !left.is_zero()
-                && !matches!(
-                    crate::sys::wait_readable(fd, left.min(PUMP_SLICE)),
-                    Ok(false)
-                )
+            !left.is_zero() && !matches!(sys::wait_readable(fd, left.min(PUMP_SLICE)), Ok(false))
         };
         while !done() && self.eof.is_none() {
             if !self.frames.has_buffered_frame() {

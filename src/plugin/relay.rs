@@ -13,7 +13,8 @@
 //! So no request waits behind a handler on the reader for longer than `limit`, whatever
 //! the tool did before: the bound is a clock, not a record.
 //!
-//! The timer (`sys::Timer`, a `timerfd` the main thread waits on beside its events) is set
+//! The timer (`timer.rs`: a `timerfd` the main thread waits on beside its events on Linux,
+//! the main thread's own wait timeout elsewhere) is set
 //! to expire `limit` after a run is parked when it is not armed, or when what is left of
 //! it is under two thirds of `limit`; otherwise the run keeps the expiry of an earlier
 //! one, which comes sooner than its own. So while runs follow each other more closely
@@ -51,7 +52,9 @@ use std::time::{Duration, Instant};
 
 use crate::log_limit::LogLimit;
 use crate::spin::nanos;
-use crate::sys::Timer;
+use crate::sys::Ringer;
+
+use super::timer::{Timer, Watch};
 
 /// A failure to start a reader thread is logged within a limit: it may recur per run.
 static NO_READER: LogLimit = LogLimit::new();
@@ -91,7 +94,7 @@ pub(crate) struct Relay {
     epoch: Instant,
     /// The longest a parked run keeps the reading role.
     limit: Duration,
-    /// `None` when the reader may not run invokes (`limit` zero, or no timer here).
+    /// `None` when the reader may not run invokes (`limit` zero, or no timer could be made).
     timer: Option<Timer>,
     /// Whether the timer is set (or about to be).
     armed: AtomicBool,
@@ -110,12 +113,13 @@ pub(crate) struct Relay {
 
 impl Relay {
     /// A relay whose parked runs are handed over after `limit` (zero: the reader never
-    /// runs invokes, and only the first reader is started through it).
-    pub fn new(limit: Duration) -> Relay {
+    /// runs invokes, and only the first reader is started through it). `poke` rings the
+    /// main thread's bell (the portable timer's wake-up).
+    pub fn new(limit: Duration, poke: &Ringer) -> Relay {
         let timer = if limit.is_zero() {
             None
         } else {
-            Timer::new().ok()
+            Timer::new(poke).ok()
         };
         Relay {
             parked: Mutex::new(None),
@@ -136,9 +140,9 @@ impl Relay {
         self.timer.is_some()
     }
 
-    /// The timer's descriptor, for the main thread to wait on (`-1`: none).
-    pub fn timer_fd(&self) -> i32 {
-        self.timer.as_ref().map_or(-1, Timer::fd)
+    /// The timer, for the main thread to wait on (`None`: none).
+    pub fn timer_watch(&self) -> Option<Watch> {
+        self.timer.as_ref().map(Timer::watch)
     }
 
     /// The relay's clock: nanoseconds since it was made. The reader keeps its own times
@@ -335,15 +339,25 @@ mod tests {
     /// not see a run it just parked as overdue: several tests park and look at once.
     const LIMIT: Duration = Duration::from_millis(200);
 
-    /// Whether the timer's descriptor becomes readable (it expired) within `within`.
+    /// Whether the timer expires within `within`.
     fn expires(relay: &Relay, within: Duration) -> bool {
-        crate::sys::wait_readable(relay.timer_fd(), within).unwrap()
+        relay
+            .timer
+            .as_ref()
+            .expect("a timer")
+            .expires_within(within)
+    }
+
+    /// A relay with a timer whose pokes ring a bell nobody waits on.
+    fn relay(limit: Duration) -> Relay {
+        let (_bell, ringer) = crate::sys::bell().unwrap();
+        Relay::new(limit, &ringer)
     }
 
     #[test]
     fn a_call_while_parked_starts_one_new_reader() {
         let resumed = Arc::new(AtomicUsize::new(0));
-        let relay = Relay::new(LIMIT);
+        let relay = relay(LIMIT);
         relay.relieve().unwrap();
         relay.park(Box::new(Role(resumed.clone())));
         relay.relieve().unwrap();
@@ -356,7 +370,7 @@ mod tests {
     #[test]
     fn without_a_call_the_reader_gets_its_own_state_back() {
         let resumed = Arc::new(AtomicUsize::new(0));
-        let relay = Relay::new(LIMIT);
+        let relay = relay(LIMIT);
         relay.park(Box::new(Role(resumed.clone())));
         let back = relay.take().expect("still parked");
         assert!(back.downcast::<Role>().is_ok());
@@ -364,11 +378,10 @@ mod tests {
         assert_eq!(resumed.load(Ordering::SeqCst), 0);
     }
 
-    #[cfg(target_os = "linux")]
     #[test]
     fn a_run_parked_past_the_limit_is_handed_over_when_the_timer_expires() {
         let resumed = Arc::new(AtomicUsize::new(0));
-        let relay = Relay::new(LIMIT);
+        let relay = relay(LIMIT);
         assert!(relay.enabled());
         relay.park(Box::new(Role(resumed.clone())));
         assert!(
@@ -380,11 +393,10 @@ mod tests {
         assert!(!relay.armed.load(Ordering::SeqCst), "nothing left to time");
     }
 
-    #[cfg(target_os = "linux")]
     #[test]
     fn a_younger_run_gets_the_timer_again_and_a_resting_reader_none() {
         let resumed = Arc::new(AtomicUsize::new(0));
-        let relay = Relay::new(LIMIT);
+        let relay = relay(LIMIT);
         relay.park(Box::new(Role(resumed.clone())));
         assert!(expires(&relay, Duration::from_secs(10)));
         // The first run ended and a second began just now, before the main thread looked.
@@ -411,10 +423,9 @@ mod tests {
     /// Runs in quick succession keep one arming while more than two thirds of it is left,
     /// and push it ahead once it is nearer: no system call per run, no expiry while they
     /// come, and the expiry never nearer than two thirds of the limit at a run's start.
-    #[cfg(target_os = "linux")]
     #[test]
     fn a_run_keeps_a_far_expiry_and_pushes_a_near_one_ahead() {
-        let relay = Relay::new(Duration::from_secs(3600));
+        let relay = relay(Duration::from_secs(3600));
         // A run parked with the expiry at `expires` (None: as the last run left it);
         // returns the expiry it leaves.
         let park_with = |expires: Option<u64>| {
@@ -447,10 +458,9 @@ mod tests {
 
     /// A reader about to wait keeps the timer after a short gap (the next run pushes it)
     /// and disarms it after a third of the limit or more.
-    #[cfg(target_os = "linux")]
     #[test]
     fn a_reader_rests_only_after_a_third_of_the_limit() {
-        let relay = Relay::new(Duration::from_secs(3));
+        let relay = relay(Duration::from_secs(3));
         relay.park(Box::new(Role(Arc::default())));
         relay.take();
         relay.rest_after(999_000_000);
@@ -462,12 +472,11 @@ mod tests {
     /// Runs read together wait for each other: a run that follows another without the
     /// reader catching up in between is timed from the first, so what waits behind both
     /// waits `limit` in all, not `limit` per run.
-    #[cfg(target_os = "linux")]
     #[test]
     fn a_series_of_runs_is_timed_from_its_first() {
         for fresh in [false, true] {
             let resumed = Arc::new(AtomicUsize::new(0));
-            let relay = Relay::new(LIMIT);
+            let relay = relay(LIMIT);
             relay.park(Box::new(Role(resumed.clone())));
             let first = relay.expires.load(Ordering::SeqCst);
             relay.take();
@@ -491,13 +500,12 @@ mod tests {
     /// A reader that parks, ends a short run and rests while the main thread looks after
     /// an expiry: whatever the interleaving, the flag is never left set on a disarmed timer
     /// (the next run would keep an expiry that never comes).
-    #[cfg(target_os = "linux")]
     #[test]
     fn a_resting_reader_and_the_main_threads_look_leave_flag_and_timer_agreeing() {
         use std::sync::Barrier;
         const ROUNDS: usize = 20_000;
-        let relay = Relay::new(Duration::from_secs(3600));
-        let timer = relay.timer.as_ref().expect("timerfd");
+        let relay = relay(Duration::from_secs(3600));
+        let timer = relay.timer.as_ref().expect("a timer");
         let (start, end) = (Barrier::new(2), Barrier::new(2));
         let mut disagreed = 0;
         std::thread::scope(|s| {
@@ -537,9 +545,9 @@ mod tests {
 
     #[test]
     fn with_a_zero_limit_nothing_is_timed() {
-        let relay = Relay::new(Duration::ZERO);
+        let relay = relay(Duration::ZERO);
         assert!(!relay.enabled());
-        assert_eq!(relay.timer_fd(), -1);
+        assert!(relay.timer_watch().is_none());
         relay.park(Box::new(Role(Arc::default())));
         relay.on_timer();
         assert!(relay.take().is_some());
@@ -548,12 +556,11 @@ mod tests {
     /// The main thread disarming after an expiry and a park at the same moment: whatever
     /// the interleaving, the parked run ends up with the timer armed (a run nobody times
     /// could hold the reading role forever). Repeated, since it is a race.
-    #[cfg(target_os = "linux")]
     #[test]
     fn a_park_racing_with_the_disarming_main_thread_is_always_timed() {
         use std::sync::Barrier;
         const ROUNDS: usize = 20_000;
-        let relay = Relay::new(Duration::from_secs(3600));
+        let relay = relay(Duration::from_secs(3600));
         let (start, end) = (Barrier::new(2), Barrier::new(2));
         let mut lost = 0;
         std::thread::scope(|s| {

@@ -61,22 +61,18 @@ where
     W: Write + Send + 'static,
 {
     let (mut events, notifier) = events::channel()?;
-    let mut signal_ids = Vec::new();
-    if signals {
-        for sig in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
-            signal_ids.push(signal_hook::low_level::pipe::register(
-                sig,
-                notifier.socket()?,
-            )?);
-        }
-    }
+    let stop_signals = if signals {
+        Some(crate::sys::stop_signals(notifier.ringer())?)
+    } else {
+        None
+    };
     let (out, inbox) = Output::new(Box::new(output), notifier.try_clone()?);
     // The request queue is bounded by the bytes its jobs hold (`intake.rs`, checked before
     // every send), not by a count: tiny requests are kept up to the same budget as large
     // ones. Crossbeam's list flavour allocates as it fills and frees as it drains.
     let (jobs_tx, jobs_rx) = unbounded();
     let svc = Arc::new(Service::new(parts, out, notifier, jobs_rx));
-    events.watch_timer(svc.relay.timer_fd());
+    events.watch_timer(svc.relay.timer_watch());
     let writer_svc = svc.clone();
     crate::threads::spawn("executa-writer".into(), move || {
         writer_svc.peer.out.write_loop(&inbox);
@@ -93,9 +89,7 @@ where
         deadline: None,
     };
     let stopped = supervise(&svc, &mut watch).and_then(|stopped| flush(&svc, &mut watch, stopped));
-    for id in signal_ids {
-        signal_hook::low_level::unregister(id);
-    }
+    drop(stop_signals);
     // The other threads have finished or are stuck (in a handler past the grace period, or
     // in a write to a host that stopped reading); they are detached, not joined, so shutdown
     // stays bounded.

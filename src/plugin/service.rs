@@ -65,7 +65,7 @@ impl Service {
     pub(crate) fn new(parts: Parts, out: Output, events: Notifier, jobs: Receiver<Job>) -> Service {
         let poll = spin::effective(parts.opts.spin);
         let intake = Intake::new();
-        let relay = Arc::new(Relay::new(parts.opts.inline));
+        let relay = Arc::new(Relay::new(parts.opts.inline, events.ringer()));
         let peer = Arc::new(Peer {
             out,
             pending: Pending::new("ex-", Some(intake.waker()), Some(relay.clone())),

@@ -1,5 +1,6 @@
-//! The only module that calls `libc`: std has no safe `dup2`, `kill` or `openat`, and its
-//! CPU count (`available_parallelism`, which also parses cgroup files) costs 5 KB of binary.
+//! Unix (Linux, macOS, the BSDs): the only file that calls `libc`. std has no safe `dup2`,
+//! `poll`, `kill` or `openat`, and its CPU count (`available_parallelism`, which also parses
+//! cgroup files) costs 5 KB of binary.
 //!
 //! The stdout guard: while a plugin serves, nothing but protocol frames may reach the host.
 //! The runtime keeps private duplicates of the original stdin and stdout (close-on-exec, so
@@ -13,9 +14,11 @@ use std::fs::File;
 use std::io::{self, Write};
 #[cfg(feature = "host")]
 use std::os::fd::FromRawFd;
-use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
 #[cfg(feature = "host")]
 use std::os::unix::ffi::OsStrExt;
+use std::os::unix::net::UnixStream;
+use std::sync::atomic::{AtomicI32, Ordering};
 
 /// The protocol's private ends of stdin and stdout.
 pub(crate) struct ProtocolStdio {
@@ -90,14 +93,16 @@ pub(crate) fn find_byte(haystack: &[u8], byte: u8) -> Option<usize> {
 }
 
 /// A one-shot timer whose expiry makes a descriptor readable (Linux `timerfd`), for the
-/// main thread to wait on beside its event socket: arming and disarming are one system
-/// call each (0.5-0.9 µs on a 2-vCPU VM) and wake nobody; only an expiry does.
+/// main thread to wait on beside its bell ([`Bell::wait`]): arming and disarming are one
+/// system call each (0.5-0.9 µs on a 2-vCPU VM) and wake nobody; only an expiry does.
 #[cfg(target_os = "linux")]
-pub(crate) struct Timer(OwnedFd);
+#[cfg_attr(feature = "portable-timer", allow(dead_code))]
+pub(crate) struct OsTimer(OwnedFd);
 
 #[cfg(target_os = "linux")]
-impl Timer {
-    pub fn new() -> io::Result<Timer> {
+#[cfg_attr(feature = "portable-timer", allow(dead_code))]
+impl OsTimer {
+    pub fn new() -> io::Result<OsTimer> {
         // SAFETY: plain system call; a valid descriptor is owned below.
         let fd = unsafe {
             libc::timerfd_create(
@@ -109,7 +114,7 @@ impl Timer {
             return Err(io::Error::last_os_error());
         }
         // SAFETY: `fd` was just created and is owned by nobody else.
-        Ok(Timer(unsafe {
+        Ok(OsTimer(unsafe {
             <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd)
         }))
     }
@@ -139,7 +144,7 @@ impl Timer {
         unsafe { libc::read(self.0.as_raw_fd(), count.as_mut_ptr().cast(), 8) };
     }
 
-    pub fn fd(&self) -> i32 {
+    pub fn watch(&self) -> TimerWatch {
         self.0.as_raw_fd()
     }
 
@@ -154,32 +159,202 @@ impl Timer {
     }
 }
 
-/// No timer where `timerfd` is missing: the plugin then never runs invokes on its reader.
-#[cfg(not(target_os = "linux"))]
-pub(crate) struct Timer;
+/// The receiving end of the main thread's bell: a non-blocking socket pair, which the
+/// runtime's threads and the signal handler (signal-hook's self-pipe) write single bytes
+/// into, and which the main thread waits on with `poll(2)`, beside a timer.
+pub(crate) struct Bell(UnixStream);
 
-#[cfg(not(target_os = "linux"))]
-impl Timer {
-    pub fn new() -> io::Result<Timer> {
-        Err(io::Error::new(io::ErrorKind::Unsupported, "no timerfd"))
+/// The ringing end of a [`Bell`]: cloned into every thread that reports.
+pub(crate) struct Ringer(UnixStream);
+
+/// A bell and the ringer to clone.
+pub(crate) fn bell() -> io::Result<(Bell, Ringer)> {
+    let (rx, tx) = UnixStream::pair()?;
+    tx.set_nonblocking(true)?;
+    rx.set_nonblocking(true)?;
+    Ok((Bell(rx), Ringer(tx)))
+}
+
+impl Ringer {
+    /// Rings `byte`. Never blocks: a full socket (bytes nobody has read yet, which wake the
+    /// main thread anyway) drops it.
+    pub fn ring(&self, byte: u8) {
+        let _ = (&self.0).write(&[byte]);
     }
-    pub fn set(&self, _: std::time::Duration) {}
-    pub fn clear(&self) {}
-    pub fn fd(&self) -> i32 {
-        -1
+
+    /// Another handle to the same bell.
+    pub fn try_clone(&self) -> io::Result<Ringer> {
+        Ok(Ringer(self.0.try_clone()?))
     }
 }
 
-/// Waits until `a` or `b` is readable (a negative `b` is not watched), at most `timeout`
-/// (`None`: no bound). Returns which of the two are ready.
-pub(crate) fn wait_either(
-    a: i32,
-    b: i32,
-    timeout: Option<std::time::Duration>,
-) -> io::Result<(bool, bool)> {
-    let mut fds = [pollfd(a, libc::POLLIN), pollfd(b, libc::POLLIN)];
-    poll(&mut fds, timeout)?;
-    Ok((fds[0].revents != 0, fds[1].revents != 0))
+impl Bell {
+    /// Blocks until a byte is rung or the timer behind `timer` is expired
+    /// ([`TIMER_BYTE`]), at most `timeout` (`None`: no bound). `Ok(None)`: the time ran
+    /// out. A rung byte comes before an expired timer; an expired timer is reported until
+    /// its owner clears it.
+    pub fn wait(
+        &mut self,
+        timeout: Option<std::time::Duration>,
+        timer: Option<TimerWatch>,
+    ) -> io::Result<Option<u8>> {
+        use std::io::Read;
+        loop {
+            let mut fds = [
+                pollfd(self.0.as_raw_fd(), libc::POLLIN),
+                pollfd(timer.unwrap_or(-1), libc::POLLIN),
+            ];
+            poll(&mut fds, timeout)?;
+            if fds[0].revents == 0 {
+                return Ok((fds[1].revents != 0).then_some(super::TIMER_BYTE));
+            }
+            let mut byte = [0u8; 1];
+            match self.0.read(&mut byte) {
+                Ok(0) => return Err(io::Error::other("the bell's socket closed")),
+                Ok(_) => return Ok(Some(byte[0])),
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted
+                    ) => {}
+                Err(e) => return Err(e),
+            }
+        }
+    }
+}
+
+/// What the main thread waits on for an OS timer: its descriptor (only Linux has one, its
+/// `timerfd`; elsewhere the portable timer folds its deadline into the wait's timeout).
+pub(crate) type TimerWatch = RawFd;
+
+/// The byte a stop signal rings (signal-hook's self-pipe writes this one).
+pub(crate) const STOP_BYTE: u8 = b'X';
+
+/// The descriptor the stop-signal handler writes to (`-1`: none).
+static STOP_FD: AtomicI32 = AtomicI32::new(-1);
+
+/// The signals [`stop_signals`] takes.
+const STOP_SIGNALS: [libc::c_int; 2] = [libc::SIGTERM, libc::SIGINT];
+
+/// The handler of SIGTERM and SIGINT: rings [`STOP_BYTE`]. Async-signal-safe: an atomic
+/// load and `write(2)`, with `errno` kept for the code it interrupted.
+extern "C" fn on_stop_signal(_: libc::c_int) {
+    let fd = STOP_FD.load(Ordering::SeqCst);
+    if fd >= 0 {
+        let saved = errno::get();
+        // SAFETY: writes one byte from a live array; a bad descriptor only fails.
+        unsafe { libc::write(fd, [STOP_BYTE].as_ptr().cast(), 1) };
+        errno::set(saved);
+    }
+}
+
+mod errno {
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    use libc::__errno_location as location;
+    #[cfg(any(target_vendor = "apple", target_os = "freebsd"))]
+    use libc::__error as location;
+
+    #[cfg(any(
+        target_os = "linux",
+        target_os = "android",
+        target_vendor = "apple",
+        target_os = "freebsd"
+    ))]
+    pub fn get() -> libc::c_int {
+        // SAFETY: the thread's errno is always a valid location.
+        unsafe { *location() }
+    }
+
+    #[cfg(any(
+        target_os = "linux",
+        target_os = "android",
+        target_vendor = "apple",
+        target_os = "freebsd"
+    ))]
+    pub fn set(value: libc::c_int) {
+        // SAFETY: as above.
+        unsafe { *location() = value };
+    }
+
+    /// Elsewhere `errno` is left as `write(2)` set it.
+    #[cfg(not(any(
+        target_os = "linux",
+        target_os = "android",
+        target_vendor = "apple",
+        target_os = "freebsd"
+    )))]
+    pub fn get() -> libc::c_int {
+        0
+    }
+
+    #[cfg(not(any(
+        target_os = "linux",
+        target_os = "android",
+        target_vendor = "apple",
+        target_os = "freebsd"
+    )))]
+    pub fn set(_: libc::c_int) {}
+}
+
+/// SIGTERM and SIGINT ring [`STOP_BYTE`] on a bell while this lives; dropping it gives
+/// them back to the handlers they had. A `sigaction(2)` of our own, not signal-hook's
+/// registry: the registry (a global map behind a lock, chaining) is 10 KB of every
+/// plugin, and a plugin takes these two signals for itself while it serves.
+pub(crate) struct StopSignals {
+    old: [Option<libc::sigaction>; 2],
+}
+
+/// Rings `ringer` with [`STOP_BYTE`] on SIGTERM and SIGINT, until the result is dropped.
+pub(crate) fn stop_signals(ringer: &Ringer) -> io::Result<StopSignals> {
+    // The handler's descriptor stays open for the life of the process: a handler that
+    // loaded it just before the signals are given back must never write to a reused one.
+    let fd = std::os::fd::IntoRawFd::into_raw_fd(ringer.0.try_clone()?);
+    STOP_FD.store(fd, Ordering::SeqCst);
+    let mut stop = StopSignals { old: [None; 2] };
+    for (old, sig) in stop.old.iter_mut().zip(STOP_SIGNALS) {
+        // SAFETY: all-zero is a valid `sigaction`; the handler is async-signal-safe and
+        // has the one-argument signature that a zero `sa_flags` (no SA_SIGINFO) calls.
+        unsafe {
+            let mut action: libc::sigaction = std::mem::zeroed();
+            action.sa_sigaction = on_stop_signal as extern "C" fn(libc::c_int) as usize;
+            action.sa_flags = libc::SA_RESTART;
+            libc::sigemptyset(&mut action.sa_mask);
+            let mut previous: libc::sigaction = std::mem::zeroed();
+            if libc::sigaction(sig, &action, &mut previous) != 0 {
+                return Err(io::Error::last_os_error()); // `stop` restores what it took
+            }
+            *old = Some(previous);
+        }
+    }
+    Ok(stop)
+}
+
+impl Drop for StopSignals {
+    fn drop(&mut self) {
+        for (old, sig) in self.old.iter().zip(STOP_SIGNALS) {
+            if let Some(old) = old {
+                // SAFETY: restores an action `sigaction` returned for this signal.
+                unsafe { libc::sigaction(sig, old, std::ptr::null_mut()) };
+            }
+        }
+    }
+}
+
+/// An input the reader can wait on with a bound: its descriptor.
+pub(crate) type Waitable = RawFd;
+
+/// The descriptor of an input of a type known to have one (`File`: stdin as the runtime
+/// takes it; a pipe's or socket's end), for `poll`.
+pub(crate) fn waitable(input: &dyn std::any::Any) -> Option<Waitable> {
+    if let Some(f) = input.downcast_ref::<File>() {
+        Some(f.as_raw_fd())
+    } else if let Some(s) = input.downcast_ref::<UnixStream>() {
+        Some(s.as_raw_fd())
+    } else {
+        input
+            .downcast_ref::<std::process::ChildStdout>()
+            .map(AsRawFd::as_raw_fd)
+    }
 }
 
 /// Whether a write to stderr (fd 2) of at most `PIPE_BUF` bytes would not block now:

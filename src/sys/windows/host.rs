@@ -1,0 +1,1 @@
+//! The host side's Windows calls: filled in by the host's Windows port.
