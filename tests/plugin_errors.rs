@@ -1,4 +1,6 @@
 //! Error paths and framing of the real `everything` plugin, driven over its stdio pipes.
+// The unread-stderr test is Unix only; what only it uses is unused elsewhere.
+#![cfg_attr(not(unix), allow(unused_imports, dead_code))]
 
 mod common;
 
@@ -556,6 +558,9 @@ fn a_broken_compact_frame_is_refused_at_once_even_where_invokes_wait_or_are_refu
 /// counted, the count written once there is room again), and answers to ids that wait for
 /// nothing are logged a few a second. Before, 2,000 answers to unknown ids filled the pipe
 /// and the logger blocked the reader: `health` went unanswered.
+// Unix only: on Windows the logger reads the pipe's free quota (NtQueryInformationFile),
+// which Wine, the only Windows here, does not report, so a full stderr cannot be seen here.
+#[cfg(unix)]
 #[test]
 fn a_plugin_whose_stderr_nobody_reads_keeps_answering() {
     let mut child = Command::new(common::everything_bin())

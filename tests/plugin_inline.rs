@@ -4,6 +4,9 @@
 //! clock, whatever the tool did before. Served in-process over socket pairs; handlers
 //! report the thread they ran on.
 
+// What only the Linux tests (thread counts from /proc) use is unused elsewhere.
+#![cfg_attr(not(target_os = "linux"), allow(unused_imports, dead_code))]
+
 mod common;
 
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -69,6 +72,7 @@ fn run_where(p: &mut Conn, id: &str, args: Value) -> String {
 }
 
 /// How many `executa-reader` threads this process has now.
+#[cfg(target_os = "linux")]
 fn readers() -> usize {
     let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
         return 0;
@@ -80,6 +84,7 @@ fn readers() -> usize {
 }
 
 /// Waits (bounded) until the count of reader threads is as `wanted` says.
+#[cfg(target_os = "linux")]
 fn wait_readers(wanted: fn(usize) -> bool) {
     let deadline = std::time::Instant::now() + Duration::from_secs(30);
     while !wanted(readers()) {
@@ -93,6 +98,7 @@ fn wait_readers(wanted: fn(usize) -> bool) {
 }
 
 /// Waits (bounded) until exactly one reader thread is left.
+#[cfg(target_os = "linux")]
 fn wait_one_reader() {
     wait_readers(|n| n == 1);
 }
@@ -111,6 +117,7 @@ fn where_data(p: &mut Conn, id: &str, args: Value) -> Value {
 }
 
 #[test]
+#[cfg(target_os = "linux")] // counts reader threads in /proc/self/task
 fn a_quick_tool_moves_to_the_reader_which_reads_the_answers_to_its_calls_itself() {
     let _one = serial();
     // A generous limit, so a loaded machine cannot make a run look slow.
@@ -196,6 +203,7 @@ fn end_of_input_while_the_reader_waits_on_the_host_fails_the_call_and_ends() {
 }
 
 #[test]
+#[cfg(target_os = "linux")] // counts reader threads in /proc/self/task
 fn a_slow_run_hands_reading_over_and_leaves_no_record() {
     let _one = serial();
     let mut p = start(Duration::from_millis(50));
@@ -219,6 +227,7 @@ fn a_slow_run_hands_reading_over_and_leaves_no_record() {
 /// run is answered, not when the grace period runs out (it waited the whole grace: the
 /// old reader's slot was given back without a word to the draining main thread).
 #[test]
+#[cfg(target_os = "linux")] // counts reader threads in /proc/self/task
 fn end_of_input_during_a_handed_over_run_stops_when_the_run_ends() {
     let _one = serial();
     let grace = Duration::from_secs(120);
@@ -354,6 +363,7 @@ fn runs_off_the_reader(p: &mut Conn, prefix: &str, n: usize) {
 /// one that waits for another handler that calls the host. Both would deadlock if reading
 /// were not handed over.
 #[test]
+#[cfg(target_os = "linux")] // counts reader threads in /proc/self/task
 fn a_call_from_a_thread_the_reader_waits_for_is_answered() {
     let _one = serial();
     let (started_tx, started_rx) = bounded::<()>(1);

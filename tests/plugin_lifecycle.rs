@@ -372,6 +372,7 @@ fn a_flood_of_requests_is_answered_exactly_once_each() {
 }
 
 #[test]
+#[cfg(unix)] // O_NONBLOCK descriptors, handed over by exec: Unix by nature
 fn a_non_blocking_stdin_and_stdout_are_served_as_blocking_ones() {
     // Whoever starts a plugin may hand it descriptors made non-blocking (event-loop runtimes
     // do that to their own stdio, and children inherit it). A read with nothing to read, and

@@ -240,6 +240,7 @@ fn the_same_limits_hold_in_mcp_mode() {
 }
 
 #[test]
+#[cfg(unix)]
 fn sigterm_in_mcp_mode_exits_zero() {
     let mut conn = Conn::spawn();
     mcp_init(&mut conn, "2025-06-18");

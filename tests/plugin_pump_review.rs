@@ -1,7 +1,9 @@
 //! Review tests for the reader reading the answers to its own invoke's calls
 //! (`Relay::pump`): a shutdown during such a call, a call with an unbounded timeout, a
 //! frame that stops half-way while the reader waits, and a quick tool that did nothing
-//! wrong. Served in-process over socket pairs (pollable, so the reader pumps).
+//! wrong. Served in-process over socket pairs (pollable, so the reader pumps). Unix only:
+//! only there can an input be waited on with a bound, which pumping needs.
+#![cfg(unix)]
 
 mod common;
 

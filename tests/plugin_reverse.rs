@@ -661,6 +661,7 @@ fn an_oversized_answer_fails_only_its_call() {
 }
 
 #[test]
+#[cfg(unix)]
 fn sigterm_while_a_handler_waits_fails_the_call_at_once_and_exits_0() {
     let mut p = Conn::spawn();
     p.invoke_ctx(

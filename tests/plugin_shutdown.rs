@@ -54,15 +54,18 @@ fn requests_written_just_before_eof_are_all_answered() {
 }
 
 #[test]
+#[cfg(unix)]
 fn sigterm_with_an_invoke_in_flight_delivers_its_reply_then_exits_0() {
     signal_with_an_invoke_in_flight("TERM");
 }
 
 #[test]
+#[cfg(unix)]
 fn sigint_with_an_invoke_in_flight_delivers_its_reply_then_exits_0() {
     signal_with_an_invoke_in_flight("INT");
 }
 
+#[cfg(unix)]
 fn signal_with_an_invoke_in_flight(signal: &str) {
     let mut p = Conn::spawn();
     p.invoke(1, "sleep", json!({ "ms": 1500 }));
@@ -79,6 +82,7 @@ fn signal_with_an_invoke_in_flight(signal: &str) {
 }
 
 #[test]
+#[cfg(unix)]
 fn a_second_signal_exits_at_once() {
     let mut p = Conn::spawn_with(&[], &[("EXECUTA_LOG", "info")]);
     p.invoke(1, "sleep", json!({ "ms": 30_000 }));

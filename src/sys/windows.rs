@@ -243,10 +243,16 @@ impl Drop for StopSignals {
 /// waits for the reader.
 const LOG_ROOM: u32 = 2048;
 
+/// Whether stderr's pipe has reported a free quota above zero: only then does a zero mean
+/// a full pipe. (Wine reports zero always; Windows reports the free space.)
+static QUOTA_REPORTED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
 /// Whether a logger line written to stderr now would not block: for a pipe, its free
 /// write quota (`NtQueryInformationFile`, as libuv reads it); a console or a file always
-/// has room. `true` when the quota cannot be read (the write may then block).
+/// has room. `true` when the quota cannot be read, or reads zero on a system that has never
+/// reported one above zero (Wine): the write may then block.
 pub(crate) fn stderr_has_room() -> bool {
+    use std::sync::atomic::Ordering::Relaxed;
     use windows_sys::Wdk::Storage::FileSystem::{
         FILE_PIPE_LOCAL_INFORMATION, FilePipeLocalInformation, NtQueryInformationFile,
     };
@@ -269,7 +275,15 @@ pub(crate) fn stderr_has_room() -> bool {
             FilePipeLocalInformation,
         )
     };
-    status < 0 || info.WriteQuotaAvailable >= LOG_ROOM.min(info.OutboundQuota.max(1))
+    if status < 0 {
+        return true;
+    }
+    if info.WriteQuotaAvailable > 0 {
+        QUOTA_REPORTED.store(true, Relaxed);
+    } else if !QUOTA_REPORTED.load(Relaxed) {
+        return true;
+    }
+    info.WriteQuotaAvailable >= LOG_ROOM.min(info.OutboundQuota.max(1))
 }
 
 /// Seconds on a monotonic clock that is cheap to read (the tick count), for windows of a
@@ -304,4 +318,63 @@ pub(crate) fn usable_cpus() -> usize {
 #[allow(dead_code)]
 fn raw(h: &impl AsRawHandle) -> HANDLE {
     h.as_raw_handle() as HANDLE
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use windows_sys::Win32::System::Console::CTRL_CLOSE_EVENT;
+
+    /// Console events cannot be sent here (Wine has no console for a piped process, and
+    /// `GenerateConsoleCtrlEvent` fails), so the handler Windows would call is called as
+    /// Windows calls it. One test: the handler's registration is process-wide.
+    #[test]
+    fn console_events_ring_the_stop_byte_and_a_close_waits_for_the_end_of_serving() {
+        let (mut bell, ringer) = bell().unwrap();
+        // Not serving: the event is left to the next handler.
+        // SAFETY: the handler takes any event code.
+        assert_eq!(unsafe { on_console_event(CTRL_C_EVENT) }, FALSE);
+        let stop = stop_signals(&ringer).unwrap();
+        for kind in [CTRL_C_EVENT, CTRL_BREAK_EVENT] {
+            // SAFETY: as above.
+            assert_eq!(unsafe { on_console_event(kind) }, TRUE);
+            let rung = bell.wait(Some(Duration::from_secs(5)), None).unwrap();
+            assert_eq!(rung, Some(STOP_BYTE));
+        }
+        // A close holds the process until serving ends.
+        let (done_tx, done_rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            // SAFETY: as above.
+            let handled = unsafe { on_console_event(CTRL_CLOSE_EVENT) };
+            let _ = done_tx.send(handled);
+        });
+        let rung = bell.wait(Some(Duration::from_secs(30)), None).unwrap();
+        assert_eq!(rung, Some(STOP_BYTE));
+        assert!(
+            done_rx.recv_timeout(Duration::from_millis(300)).is_err(),
+            "a close returned while the plugin still served"
+        );
+        drop(stop);
+        assert_eq!(done_rx.recv_timeout(Duration::from_secs(30)), Ok(TRUE));
+    }
+
+    #[test]
+    fn the_bell_keeps_order_and_times_out() {
+        let (mut bell, ringer) = bell().unwrap();
+        let other = ringer.try_clone().unwrap();
+        ringer.ring(b'a');
+        other.ring(b'b');
+        assert_eq!(bell.wait(None, None).unwrap(), Some(b'a'));
+        assert_eq!(bell.wait(Some(Duration::ZERO), None).unwrap(), Some(b'b'));
+        assert_eq!(bell.wait(Some(Duration::from_millis(20)), None).unwrap(), None);
+        let late = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(50));
+            other.ring(b'c');
+        });
+        assert_eq!(
+            bell.wait(Some(Duration::from_secs(30)), None).unwrap(),
+            Some(b'c')
+        );
+        late.join().unwrap();
+    }
 }

@@ -11,7 +11,6 @@
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Read, Write};
-use std::os::unix::net::UnixStream;
 use std::path::PathBuf;
 use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -35,9 +34,17 @@ pub fn everything_bin() -> PathBuf {
     BIN.get_or_init(|| example_bin("everything")).clone()
 }
 
-/// Builds `examples/<name>.rs` (debug) and returns its path.
+/// Builds `examples/<name>.rs` (debug) and returns its path. With `EXECUTA_EXAMPLES` set
+/// (a folder of examples built already: a cross build, whose tests run under an emulator
+/// that cannot start cargo), returns the example there instead.
 #[allow(dead_code)]
 pub fn example_bin(name: &str) -> PathBuf {
+    let file = format!("{name}{}", std::env::consts::EXE_SUFFIX);
+    if let Some(dir) = std::env::var_os("EXECUTA_EXAMPLES") {
+        let bin = PathBuf::from(dir).join(file);
+        assert!(bin.exists(), "{} was not built", bin.display());
+        return bin;
+    }
     let manifest_dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
     let mut build = Command::new(env!("CARGO"));
     build.args(["build", "--quiet", "--example", name]);
@@ -45,6 +52,10 @@ pub fn example_bin(name: &str) -> PathBuf {
     // that test binaries of one `cargo test` never rebuild each other's examples.
     if cfg!(feature = "mcp") {
         build.args(["--features", "mcp"]);
+    }
+    // And with the portable timer when the tests run with it (`.ci/run`'s second pass).
+    if cfg!(feature = "portable-timer") {
+        build.args(["--features", "portable-timer"]);
     }
     let out = build
         .current_dir(&manifest_dir)
@@ -67,9 +78,37 @@ pub fn example_bin(name: &str) -> PathBuf {
             }
         })
         .unwrap_or_else(|| manifest_dir.join("target"));
-    let bin = target.join("debug").join("examples").join(name);
+    let bin = target.join("debug").join("examples").join(file);
     assert!(bin.exists(), "{} was not built", bin.display());
     bin
+}
+
+/// Two connected in-process byte streams for [`Conn::serve`]: socket pairs on Unix (the
+/// plugin's reader can wait on them with a bound, as on a real stdin), anonymous pipes
+/// elsewhere.
+#[cfg(unix)]
+fn duplex() -> (
+    impl Read + Send + 'static,
+    impl Write + Send + 'static,
+    impl Read + Send + 'static,
+    impl Write + Send + 'static,
+) {
+    use std::os::unix::net::UnixStream;
+    let (ours_in, theirs_in) = UnixStream::pair().expect("socket pair");
+    let (theirs_out, ours_out) = UnixStream::pair().expect("socket pair");
+    (theirs_in, theirs_out, ours_out, ours_in)
+}
+
+#[cfg(not(unix))]
+fn duplex() -> (
+    impl Read + Send + 'static,
+    impl Write + Send + 'static,
+    impl Read + Send + 'static,
+    impl Write + Send + 'static,
+) {
+    let (theirs_in, ours_in) = std::io::pipe().expect("pipe");
+    let (ours_out, theirs_out) = std::io::pipe().expect("pipe");
+    (theirs_in, theirs_out, ours_out, ours_in)
 }
 
 /// One line the plugin wrote, raw and parsed.
@@ -299,10 +338,9 @@ impl Conn {
         }
     }
 
-    /// Serves `plugin` in-process on a thread, over two socket pairs.
+    /// Serves `plugin` in-process on a thread, over two socket pairs (pipes on Windows).
     pub fn serve(plugin: executa::Plugin) -> Conn {
-        let (ours_in, theirs_in) = UnixStream::pair().expect("socket pair");
-        let (theirs_out, ours_out) = UnixStream::pair().expect("socket pair");
+        let (theirs_in, theirs_out, ours_out, ours_in) = duplex();
         let (done_tx, done_rx) = crossbeam_channel::bounded(1);
         thread::Builder::new()
             .name("test-plugin-serve".into())
@@ -485,11 +523,13 @@ impl Conn {
     }
 
     /// Sends SIGTERM to the child with the `kill` command.
+    #[cfg(unix)]
     pub fn sigterm(&self) {
         self.signal("TERM");
     }
 
     /// Sends a signal (`TERM`, `INT`, ...) to the child with the `kill` command.
+    #[cfg(unix)]
     pub fn signal(&self, name: &str) {
         let status = Command::new("kill")
             .args([&format!("-{name}"), &self.pid().to_string()])

@@ -89,6 +89,7 @@ pub fn unique(what: &str) -> String {
 /// Whether process `pid` has ended (exited and been reaped, or a zombie) within `limit`:
 /// waits on a pidfd, which the kernel makes readable when the process ends, so the wait
 /// is for that event, not a poll. `Duration::ZERO` asks whether it has ended already.
+#[cfg(target_os = "linux")]
 pub fn ends_within(pid: u32, limit: Duration) -> bool {
     use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
     // SAFETY: pidfd_open takes a pid and flags and returns a new descriptor or -1.
@@ -123,6 +124,23 @@ pub fn ends_within(pid: u32, limit: Duration) -> bool {
                 "poll on a pidfd"
             ),
         }
+    }
+}
+
+/// As on Linux, where there is no pidfd (macOS, the BSDs: compiled, not run here): asks
+/// `kill(pid, 0)` every few milliseconds whether the process is gone.
+#[cfg(all(unix, not(target_os = "linux")))]
+pub fn ends_within(pid: u32, limit: Duration) -> bool {
+    let deadline = Instant::now() + limit;
+    loop {
+        // SAFETY: kill(2) with signal 0 only checks that the process exists.
+        if unsafe { libc::kill(pid as libc::pid_t, 0) } != 0 {
+            return true;
+        }
+        if Instant::now() >= deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(5));
     }
 }
 
