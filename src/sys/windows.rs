@@ -366,7 +366,10 @@ mod tests {
         other.ring(b'b');
         assert_eq!(bell.wait(None, None).unwrap(), Some(b'a'));
         assert_eq!(bell.wait(Some(Duration::ZERO), None).unwrap(), Some(b'b'));
-        assert_eq!(bell.wait(Some(Duration::from_millis(20)), None).unwrap(), None);
+        assert_eq!(
+            bell.wait(Some(Duration::from_millis(20)), None).unwrap(),
+            None
+        );
         let late = std::thread::spawn(move || {
             std::thread::sleep(Duration::from_millis(50));
             other.ring(b'c');
