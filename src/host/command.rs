@@ -124,9 +124,10 @@ impl PluginCommand {
         }
     }
 
-    /// A `std::process::Command` with all three standard streams piped. On Unix the child
-    /// leads its own process group, so that a Ctrl-C meant for the host does not hit the
-    /// plugin: the host ends it with the Agent's shutdown sequence instead.
+    /// A `std::process::Command` with all three standard streams piped. The child leads
+    /// its own process group (on Windows its own console process group, and the host puts
+    /// it in a job object once spawned), so that a Ctrl-C meant for the host does not hit
+    /// the plugin: the host ends it with the Agent's shutdown sequence instead.
     pub(crate) fn to_command(&self) -> Command {
         let mut cmd = Command::new(&self.program);
         cmd.args(&self.args)
@@ -142,11 +143,7 @@ impl PluginCommand {
         if let Some(dir) = &self.cwd {
             cmd.current_dir(dir);
         }
-        #[cfg(unix)]
-        {
-            use std::os::unix::process::CommandExt;
-            cmd.process_group(0);
-        }
+        crate::sys::ProcessTree::prepare(&mut cmd);
         cmd
     }
 }

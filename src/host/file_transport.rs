@@ -12,7 +12,8 @@
 //!    (`openat(O_NOFOLLOW | O_NONBLOCK)`): the kernel looks up exactly one entry of that
 //!    directory. A symlink fails (`ELOOP`), and a FIFO cannot block the reader thread.
 //!    Whatever the plugin renames or swaps, the host holds an entry of the temp directory
-//!    or nothing.
+//!    or nothing. (Windows: the entry's path is opened with `FILE_FLAG_OPEN_REPARSE_POINT`,
+//!    so a symlink or junction is opened itself, never followed, and refused on the handle.)
 //! 3. Every further check is made on the opened handle (`fstat`): a regular file, with one
 //!    link (a hard link could make a file from elsewhere appear in the temp directory), no
 //!    larger than the frame cap.
@@ -24,7 +25,6 @@
 use std::ffi::OsStr;
 use std::fs::{File, Metadata};
 use std::io::{self, Read};
-use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 use super::pending::Reply;
@@ -43,10 +43,13 @@ pub(crate) fn read(path: &Path, max: usize) -> Reply {
         ))
     };
     let (tmp, name) = temp_dir_entry(path).map_err(|why| refuse(&why))?;
-    let dir = File::open(&tmp).map_err(|e| refuse(&format!("temp directory: {e}")))?;
-    let file = sys::open_entry_nofollow(&dir, name).map_err(|e| refuse(&open_failure(&e)))?;
+    let dir = sys::Dir::open(&tmp).map_err(|e| refuse(&format!("temp directory: {e}")))?;
+    let file = dir
+        .open_entry_nofollow(name)
+        .map_err(|e| refuse(&open_failure(&e)))?;
     let meta = file.metadata().map_err(|e| refuse(&e.to_string()))?;
-    let size = checked_size(&meta, max).map_err(|e| match e {
+    let (id, links) = sys::file_identity(&file, &meta).map_err(|e| refuse(&e.to_string()))?;
+    let size = checked_size(&meta, links, max).map_err(|e| match e {
         Refusal::TooLarge(size) => Error::FrameTooLarge { size, max },
         Refusal::Why(why) => refuse(why),
     })?;
@@ -62,7 +65,7 @@ pub(crate) fn read(path: &Path, max: usize) -> Reply {
         } => Err(Error::Remote(wire::parse_error_object(error))),
         _ => return Err(refuse("the file holds no JSON-RPC response")),
     };
-    remove_if_same(&tmp.join(name), &meta);
+    remove_if_same(&tmp.join(name), id);
     reply
 }
 
@@ -94,14 +97,14 @@ enum Refusal {
     Why(&'static str),
 }
 
-/// The size of the opened file, when it may be read as a reply.
-fn checked_size(meta: &Metadata, max: usize) -> Result<usize, Refusal> {
+/// The size of the opened file, which has `links` names, when it may be read as a reply.
+fn checked_size(meta: &Metadata, links: u64, max: usize) -> Result<usize, Refusal> {
     if !meta.file_type().is_file() {
         return Err(Refusal::Why("not a regular file"));
     }
     // Exactly one name: a second one could be a hard link to a file from elsewhere, and
     // none means the plugin replaced the file right after the host opened it.
-    if meta.nlink() != 1 {
+    if links != 1 {
         return Err(Refusal::Why(
             "the file has other links, or was replaced while it was opened",
         ));
@@ -127,9 +130,8 @@ fn read_at_most(file: File, size: usize) -> io::Result<Vec<u8>> {
 }
 
 /// Deletes `path` when it still names the inode that was read.
-fn remove_if_same(path: &Path, read: &Metadata) {
-    let same = std::fs::symlink_metadata(path)
-        .is_ok_and(|now| now.dev() == read.dev() && now.ino() == read.ino());
+fn remove_if_same(path: &Path, read: sys::FileId) {
+    let same = sys::entry_identity(path).is_ok_and(|now| now == read);
     if same {
         let _ = std::fs::remove_file(path);
     }
@@ -155,6 +157,7 @@ mod tests {
         assert!(!path.exists());
     }
 
+    #[cfg(unix)]
     #[test]
     fn a_symlink_is_refused_and_left_alone() {
         let path = scratch("link");
@@ -166,6 +169,7 @@ mod tests {
         std::fs::remove_file(&path).unwrap();
     }
 
+    #[cfg(unix)]
     #[test]
     fn a_fifo_is_refused_without_blocking() {
         let path = scratch("fifo");

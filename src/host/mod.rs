@@ -119,5 +119,5 @@ pub use options::{HostOptions, Protocol, RestartPolicy, ShutdownPolicy, StderrRe
 pub use process::PluginProcess;
 pub use sample_args::sample_arguments;
 pub use service::{HandlerFn, Progress, ProgressFn, ResultWriter, ReverseCall, Service, Written};
-pub use shutdown::shutdown_child;
+pub use shutdown::{ProcessTree, shutdown_child};
 pub use types::{ExitStage, Handshake, HealthReport, InvokeResult, ShutdownReport, StdoutNoise};

@@ -23,6 +23,7 @@ use super::types::{ShutdownReport, StdoutNoise};
 use super::writer;
 use crate::error::{Error, Result};
 use crate::lock::lock;
+use crate::sys::ProcessTree;
 use crate::threads::spawn as spawn_named;
 
 /// A running plugin process, driven the way the Agent drives it, without restarts.
@@ -71,6 +72,9 @@ impl PluginProcess {
                 format!("cannot start plugin `{cmd}`: {e}"),
             ))
         })?;
+        // At once, before anything else: on Windows this assigns the child to a job object,
+        // and a helper it starts before that is outside the job (see `ProcessTree::adopt`).
+        let tree = ProcessTree::adopt(&child);
         let pipes = (child.stdin.take(), child.stdout.take(), child.stderr.take());
         let (Some(stdin), Some(stdout), Some(stderr_pipe)) = pipes else {
             let _ = child.kill();
@@ -82,6 +86,7 @@ impl PluginProcess {
         let shared = Arc::new(Shared::new(
             label.clone(),
             child,
+            tree,
             stdin,
             opts,
             tail.clone(),

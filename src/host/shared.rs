@@ -28,6 +28,7 @@ use crate::log_limit::NamedLimit;
 use crate::manifest::Manifest;
 use crate::protocol::ProtocolVersion;
 use crate::spin::ReplyPoller;
+use crate::sys::ProcessTree;
 use crate::wire;
 use crate::writer::SendFailure;
 
@@ -73,6 +74,9 @@ pub(super) struct ChildSlot {
 pub(crate) struct Shared {
     pub(crate) label: String,
     pub(crate) pid: u32,
+    /// What the plugin started, held so that none of it outlives the plugin (its process
+    /// group on Unix, its job object on Windows, closed with this state).
+    pub(super) tree: ProcessTree,
     pub(crate) opts: Arc<HostOptions>,
     pub(super) next_id: AtomicU64,
     pub(crate) pending: Pending,
@@ -110,6 +114,7 @@ impl Shared {
     pub(super) fn new(
         label: String,
         child: Child,
+        tree: ProcessTree,
         out: PluginStdin,
         opts: Arc<HostOptions>,
         stderr: Arc<StderrTail>,
@@ -118,6 +123,7 @@ impl Shared {
         Shared {
             label,
             pid: child.id(),
+            tree,
             next_id: AtomicU64::new(1),
             pending: Pending::new(),
             reply_wait: ReplyPoller::new(crate::spin::effective(opts.spin)),
@@ -290,23 +296,27 @@ impl Shared {
         poll_until(timeout, || self.try_status())
     }
 
-    /// Signals the process's group unless the leader has been reaped (holding the lock
-    /// keeps the pid, and so the group id, ours).
-    pub(super) fn signal(&self, sig: Signal) {
+    /// Signals the process's tree unless the leader has been reaped (holding the lock
+    /// keeps the pid, and so the group id, ours). `false` when the stop could not be sent
+    /// (a failed kill falls back to killing the process alone): waiting for it to work
+    /// is then pointless.
+    pub(super) fn signal(&self, sig: Signal) -> bool {
         let mut slot = lock(&self.child);
         if slot.status.is_some() {
-            return;
+            return true;
         }
         if let Ok(Some(status)) = slot.child.try_wait() {
             slot.status = Some(status);
-            return;
+            return true;
         }
-        if let Err(e) = signal::send(self.pid, sig) {
+        if let Err(e) = signal::send(&self.tree, sig) {
             log::debug!("[plugin:{}] {sig:?} failed: {e}", self.label);
             if sig == Signal::Kill {
                 let _ = slot.child.kill();
             }
+            return false;
         }
+        true
     }
 
     /// Counts and samples a stdout line that was not a frame; logs the first few.
@@ -505,16 +515,17 @@ pub(crate) fn poll_until<T>(timeout: Duration, mut probe: impl FnMut() -> Option
 
 #[cfg(test)]
 impl Shared {
-    /// A `Shared` for unit tests: a short-lived child (`true`, reaped at once) and the
+    /// A `Shared` for unit tests: a short-lived child (`exit 0` in the shell, reaped at once) and the
     /// given output queue, whose inbox the test holds in place of a writer.
     pub(crate) fn for_test(
         out: crate::writer::Outbox,
         opts: HostOptions,
     ) -> io::Result<Arc<Shared>> {
         let out = PluginStdin::queue_only(out);
-        let child = std::process::Command::new("true").spawn()?;
+        let child = crate::sys::shell("exit 0").spawn()?;
+        let tree = ProcessTree::adopt(&child);
         let tail = Arc::new(StderrTail::new(1));
-        let shared = Shared::new("test".into(), child, out, Arc::new(opts), tail, None);
+        let shared = Shared::new("test".into(), child, tree, out, Arc::new(opts), tail, None);
         shared.wait_status(Duration::from_secs(30));
         Ok(Arc::new(shared))
     }

@@ -1,7 +1,9 @@
 //! The Agent's shutdown sequence for one plugin process: close stdin, wait, `SIGTERM`,
-//! wait, `SIGKILL`, then reap and join its threads.
+//! wait, `SIGKILL`, then reap and join its threads (on Windows: Ctrl-Break, then the job
+//! object terminated; see `signal.rs`).
 
-use std::process::{Child, ExitStatus};
+use std::io;
+use std::process::{Child, Command, ExitStatus};
 use std::sync::atomic::Ordering;
 use std::thread;
 use std::time::{Duration, Instant};
@@ -13,6 +15,7 @@ use super::signal::{self, Signal};
 use super::types::{ExitStage, ShutdownReport};
 use super::{dispatch, reader, writer};
 use crate::lock::lock;
+use crate::sys;
 
 impl PluginProcess {
     /// Runs the Agent's shutdown sequence with [`HostOptions::shutdown`](super::HostOptions::shutdown): close stdin, wait,
@@ -37,7 +40,7 @@ impl PluginProcess {
         let r = self.run_shutdown(policy);
         // Nothing the plugin started in its process group outlives it: a helper that
         // ignored SIGTERM, or survived a crash, would stay orphaned holding its pipes.
-        if let Err(e) = signal::kill_group_remnants(self.shared.pid) {
+        if let Err(e) = signal::kill_group_remnants(&self.shared.tree) {
             log::debug!("[plugin:{}] group cleanup failed: {e}", self.shared.label);
         }
         self.shared
@@ -73,15 +76,18 @@ impl PluginProcess {
             s.label,
             policy.stdin_grace
         );
-        s.signal(Signal::Term);
-        if let Some(status) = s.wait_status(policy.term_grace) {
-            return done(ExitStage::Terminated, Some(status));
+        // Without a polite stop to wait for (on Windows a Ctrl-Break needs a console the
+        // host shares with the plugin), straight on to the kill.
+        if s.signal(Signal::Term) {
+            if let Some(status) = s.wait_status(policy.term_grace) {
+                return done(ExitStage::Terminated, Some(status));
+            }
+            log::debug!(
+                "[plugin:{}] ignored SIGTERM for {:?}: SIGKILL",
+                s.label,
+                policy.term_grace
+            );
         }
-        log::debug!(
-            "[plugin:{}] ignored SIGTERM for {:?}: SIGKILL",
-            s.label,
-            policy.term_grace
-        );
         s.signal(Signal::Kill);
         done(ExitStage::Killed, s.wait_status(policy.kill_wait))
     }
@@ -107,18 +113,59 @@ impl PluginProcess {
     }
 }
 
+/// A child process and whatever it starts, held as one tree so that none of it outlives
+/// the child, for a tool that drives a plugin's pipes itself (as `executa bench` does):
+/// on Unix the child leads a process group of its own; on Windows it leads a console
+/// process group of its own and runs in a job object that kills what is left in it when
+/// this is dropped (`JOB_OBJECT_LIMIT_KILL_ON_JOB_CLOSE`). [`ProcessTree::shutdown`] runs
+/// the Agent's shutdown sequence on it.
+#[derive(Debug)]
+pub struct ProcessTree(sys::ProcessTree);
+
+impl ProcessTree {
+    /// Spawns `cmd` as the root of a tree of its own. On Windows the child is assigned to
+    /// the job object right after it starts: a process it starts in that first moment,
+    /// before the assignment, is outside the job (std cannot start a child suspended).
+    pub fn spawn(cmd: &mut Command) -> io::Result<(Child, ProcessTree)> {
+        sys::ProcessTree::prepare(cmd);
+        let child = cmd.spawn()?;
+        let tree = sys::ProcessTree::adopt(&child);
+        Ok((child, ProcessTree(tree)))
+    }
+
+    /// Runs the Agent's shutdown sequence on `child`, the root of this tree: close its
+    /// stdin first; then this waits up to `stdin_grace` for it to exit, sends `SIGTERM`
+    /// (Windows: Ctrl-Break, which fails without a console the host shares with it, and
+    /// then the sequence goes straight on), waits up to `term_grace`, sends `SIGKILL`
+    /// (Windows: terminates the job), waits up to `kill_wait`, and finally kills whatever is
+    /// left of the tree (helpers that ignored the polite stop or outlived it). Returns once
+    /// it has been reaped (or the last wait ran out), with the step that ended it.
+    pub fn shutdown(&self, child: &mut Child, policy: &ShutdownPolicy) -> ShutdownReport {
+        shutdown_tree(child, &self.0, policy)
+    }
+}
+
 /// Runs the Agent's shutdown sequence on a plugin process started without
-/// [`PluginProcess`] (a tool that drives the pipes itself, as `executa bench` does). Close
-/// its stdin first; then this waits up to `stdin_grace` for it to exit, sends `SIGTERM`,
-/// waits up to `term_grace`, sends `SIGKILL`, waits up to `kill_wait`, and finally sends
-/// `SIGKILL` to whatever is left of its process group (helpers that ignored `SIGTERM` or
-/// outlived it). The signals go to its process group, so start it as the leader of one
+/// [`PluginProcess`] (a tool that drives the pipes itself). Close its stdin first; then
+/// this waits up to `stdin_grace` for it to exit, sends `SIGTERM`, waits up to
+/// `term_grace`, sends `SIGKILL`, waits up to `kill_wait`, and finally sends `SIGKILL` to
+/// whatever is left of its process group (helpers that ignored `SIGTERM` or outlived it).
+/// The signals go to its process group, so start it as the leader of one
 /// ([`CommandExt::process_group(0)`](std::os::unix::process::CommandExt::process_group));
-/// one that is not gets them alone. Returns once it has been reaped (or the last wait ran
-/// out), with the step that ended it.
+/// one that is not gets them alone. On Windows there is no polite stop for a child
+/// started elsewhere, and only the child itself is killed: start it with
+/// [`ProcessTree::spawn`] to reach its whole tree. Returns once it has been reaped (or the
+/// last wait ran out), with the step that ended it.
 pub fn shutdown_child(child: &mut Child, policy: &ShutdownPolicy) -> ShutdownReport {
+    shutdown_tree(child, &sys::ProcessTree::adopt_foreign(child), policy)
+}
+
+fn shutdown_tree(
+    child: &mut Child,
+    tree: &sys::ProcessTree,
+    policy: &ShutdownPolicy,
+) -> ShutdownReport {
     let start = Instant::now();
-    let pid = child.id();
     let done = |stage, status| ShutdownReport {
         stage,
         status,
@@ -130,11 +177,15 @@ pub fn shutdown_child(child: &mut Child, policy: &ShutdownPolicy) -> ShutdownRep
         done(ExitStage::StdinClosed, Some(status))
     } else {
         // Still unreaped here (`wait_child` said so), so the pid and its group are its.
-        let _ = signal::send(pid, Signal::Term);
-        match wait_child(child, policy.term_grace) {
+        // Without a polite stop to wait for, straight on to the kill.
+        let polite = signal::send(tree, Signal::Term).is_ok();
+        match polite
+            .then(|| wait_child(child, policy.term_grace))
+            .flatten()
+        {
             Some(status) => done(ExitStage::Terminated, Some(status)),
             None => {
-                if signal::send(pid, Signal::Kill).is_err() {
+                if signal::send(tree, Signal::Kill).is_err() {
                     let _ = child.kill();
                 }
                 done(ExitStage::Killed, wait_child(child, policy.kill_wait))
@@ -142,7 +193,7 @@ pub fn shutdown_child(child: &mut Child, policy: &ShutdownPolicy) -> ShutdownRep
         }
     };
     if report.status.is_some() {
-        let _ = signal::kill_group_remnants(pid);
+        let _ = signal::kill_group_remnants(tree);
     }
     report
 }

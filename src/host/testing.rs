@@ -28,12 +28,12 @@
 //! # Ok::<(), executa::Error>(())
 //! ```
 
-use std::io::{BufRead, BufReader, Write};
-use std::os::unix::net::UnixStream;
+use std::io::{self, BufRead, BufReader, PipeReader, PipeWriter, Write};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
+use crossbeam_channel::{Receiver, RecvTimeoutError};
 use serde_json::{Map, Value, json};
 
 use super::backends::{MemoryStorage, ScriptedSampling};
@@ -111,8 +111,12 @@ impl Outcome {
 /// Dropping it closes the plugin's input and waits for [`Plugin::serve`] to return (it
 /// drains in-flight invokes within the plugin's grace period).
 pub struct TestHost {
-    to_plugin: Option<UnixStream>,
-    from_plugin: BufReader<UnixStream>,
+    to_plugin: Option<PipeWriter>,
+    /// The plugin's output lines, read on a thread of their own (an anonymous pipe has no
+    /// read timeout), which drains the pipe until the plugin closes it.
+    from_plugin: Receiver<io::Result<String>>,
+    /// How long to wait for any one line.
+    timeout: Duration,
     services: Vec<Arc<dyn Service>>,
     storage: Arc<MemoryStorage>,
     next_id: u64,
@@ -183,15 +187,16 @@ impl TestHost {
         storage: Arc<MemoryStorage>,
         services: Vec<Arc<dyn Service>>,
     ) -> Result<TestHost> {
-        let (ours_in, theirs_in) = UnixStream::pair()?;
-        let (theirs_out, ours_out) = UnixStream::pair()?;
-        ours_out.set_read_timeout(Some(DEFAULT_TIMEOUT))?;
+        let (theirs_in, ours_in) = io::pipe()?;
+        let (ours_out, theirs_out) = io::pipe()?;
+        let from_plugin = read_lines(ours_out)?;
         let serve = std::thread::Builder::new()
             .name("executa-test-plugin".into())
             .spawn(move || plugin.serve(theirs_in, theirs_out))?;
         let mut host = TestHost {
             to_plugin: Some(ours_in),
-            from_plugin: BufReader::new(ours_out),
+            from_plugin,
+            timeout: DEFAULT_TIMEOUT,
             services,
             storage,
             next_id: 1,
@@ -213,7 +218,7 @@ impl TestHost {
 
     /// Sets how long to wait for any one line from the plugin (default [`DEFAULT_TIMEOUT`]).
     pub fn timeout(&mut self, timeout: Duration) -> Result<()> {
-        self.from_plugin.get_ref().set_read_timeout(Some(timeout))?;
+        self.timeout = timeout;
         Ok(())
     }
 
@@ -340,30 +345,20 @@ impl TestHost {
     }
 
     fn read_frame(&mut self, method: &str) -> Result<Value> {
-        let mut line = String::new();
-        match self.from_plugin.read_line(&mut line) {
-            Ok(0) => Err(Error::Disconnected("the plugin stopped".into())),
-            Ok(_) => serde_json::from_str(&line).map_err(|e| {
+        match self.from_plugin.recv_timeout(self.timeout) {
+            Ok(Ok(line)) => serde_json::from_str(&line).map_err(|e| {
                 Error::Protocol(format!(
                     "the plugin wrote a line that is not JSON ({e}): {line}"
                 ))
             }),
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
-                ) =>
-            {
-                Err(Error::Timeout {
-                    method: method.to_owned(),
-                    after: self
-                        .from_plugin
-                        .get_ref()
-                        .read_timeout()?
-                        .unwrap_or_default(),
-                })
+            Ok(Err(e)) => Err(disconnected(&e)),
+            Err(RecvTimeoutError::Timeout) => Err(Error::Timeout {
+                method: method.to_owned(),
+                after: self.timeout,
+            }),
+            Err(RecvTimeoutError::Disconnected) => {
+                Err(Error::Disconnected("the plugin stopped".into()))
             }
-            Err(e) => Err(disconnected(&e)),
         }
     }
 
@@ -385,6 +380,36 @@ impl Drop for TestHost {
             let _ = serve.join();
         }
     }
+}
+
+/// Reads `pipe` line by line on a thread of its own, until its end or an error (sent on,
+/// then the thread ends). Lines nobody takes any more are read and dropped, so that a
+/// plugin still writing never waits for a full pipe.
+fn read_lines(pipe: PipeReader) -> io::Result<Receiver<io::Result<String>>> {
+    let (tx, rx) = crossbeam_channel::unbounded();
+    std::thread::Builder::new()
+        .name("executa-test-host".into())
+        .spawn(move || {
+            let mut pipe = BufReader::new(pipe);
+            loop {
+                let mut line = String::new();
+                match pipe.read_line(&mut line) {
+                    Ok(0) => return,
+                    Ok(_) => {
+                        let _ = tx.send(Ok(line));
+                    }
+                    Err(e) => {
+                        // A line that is not UTF-8 was read whole: the pipe still works.
+                        let go_on = e.kind() == io::ErrorKind::InvalidData;
+                        let _ = tx.send(Err(e));
+                        if !go_on {
+                            return;
+                        }
+                    }
+                }
+            }
+        })?;
+    Ok(rx)
 }
 
 fn disconnected(e: &std::io::Error) -> Error {

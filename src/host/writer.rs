@@ -8,7 +8,8 @@
 //!
 //! That direct write never waits for the plugin. The host's end of the pipe is non-blocking,
 //! and a frame of at most `PIPE_BUF` bytes goes into a pipe whole or not at all, so a full
-//! pipe sends the frame to the queue instead. The reader depends on it: were it to wait on a
+//! pipe sends the frame to the queue instead. (Windows has no non-blocking anonymous
+//! pipes: there every frame goes through the writer thread.) The reader depends on it: were it to wait on a
 //! plugin that is itself waiting for its stdout to be read, both would wait for ever.
 //!
 //! Otherwise (a burst, a larger frame, a full pipe) the frame goes to the bounded queue
@@ -28,8 +29,6 @@
 
 use std::fs::File;
 use std::io::{self, Write};
-use std::os::fd::OwnedFd;
-use std::os::unix::fs::FileTypeExt;
 use std::process::ChildStdin;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -75,12 +74,12 @@ pub(crate) struct WriterEnd {
 /// (for [`run`]). Never blocks.
 pub(crate) fn open(stdin: ChildStdin, frames: usize, label: &str) -> (PluginStdin, WriterEnd) {
     let (queue, inbox) = crate::writer::channel_with(frames);
-    let file = Arc::new(File::from(OwnedFd::from(stdin)));
-    let is_pipe = file.metadata().is_ok_and(|m| m.file_type().is_fifo());
-    let direct = is_pipe
-        && sys::set_nonblocking(&*file)
-            .inspect_err(|e| log::debug!("[plugin:{label}] stdin stays blocking: {e}"))
-            .is_ok();
+    let file = Arc::new(sys::stdin_file(stdin));
+    // Windows has no non-blocking anonymous pipes: every frame goes through the writer
+    // thread there.
+    let direct = sys::set_nonblocking_pipe(&file)
+        .inspect_err(|e| log::debug!("[plugin:{label}] stdin stays blocking: {e}"))
+        .unwrap_or(false);
     let pipe = Arc::new(Pipe {
         file: Mutex::new(Some(file.clone())),
         writing: AtomicUsize::new(0),
@@ -300,10 +299,13 @@ fn write_with_room(file: &File, bytes: &[u8]) -> io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    #[cfg(unix)]
     use std::io::Read;
+    #[cfg(unix)]
     use std::process::{Child, Command, Stdio};
 
     /// A child that echoes its stdin back (`cat`), and the host's ends of its stdin.
+    #[cfg(unix)]
     fn cat() -> (Child, PluginStdin, WriterEnd) {
         let mut child = Command::new("cat")
             .stdin(Stdio::piped())
@@ -315,6 +317,7 @@ mod tests {
         (child, out, end)
     }
 
+    #[cfg(unix)] // `cat`; the first two also need direct writes
     #[test]
     fn an_idle_stdin_is_written_without_the_writer_thread() {
         let (mut child, out, end) = cat();
@@ -329,6 +332,7 @@ mod tests {
         assert!(child.wait().expect("cat exits").success(), "stdin closed");
     }
 
+    #[cfg(unix)] // `cat`; the first two also need direct writes
     #[test]
     fn a_full_pipe_sends_frames_to_the_queue_and_the_writer_keeps_their_order() {
         let (mut child, out, end) = cat();
@@ -371,6 +375,7 @@ mod tests {
         assert!(out.is_idle(), "and given back at its end");
     }
 
+    #[cfg(unix)] // `cat`; the first two also need direct writes
     #[test]
     fn a_closed_pipe_fails_the_writer_and_later_sends() {
         let (mut child, out, end) = cat();

@@ -8,17 +8,18 @@
 //! author or a dependency lands in the log, and points fd 0 at `/dev/null` so a child process
 //! cannot swallow protocol input.
 
-#[cfg(feature = "host")]
-use std::ffi::{CString, OsStr};
 use std::fs::File;
 use std::io::{self, Write};
-#[cfg(feature = "host")]
-use std::os::fd::FromRawFd;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
-#[cfg(feature = "host")]
-use std::os::unix::ffi::OsStrExt;
 use std::os::unix::net::UnixStream;
 use std::sync::atomic::{AtomicI32, Ordering};
+
+// The host's process trees (process groups and signals), the file transport's `openat`,
+// CPU affinity and clocks.
+#[cfg(feature = "host")]
+mod host;
+#[cfg(feature = "host")]
+pub(crate) use host::*;
 
 /// The protocol's private ends of stdin and stdout.
 pub(crate) struct ProtocolStdio {
@@ -350,6 +351,8 @@ pub(crate) fn waitable(input: &dyn std::any::Any) -> Option<Waitable> {
         Some(f.as_raw_fd())
     } else if let Some(s) = input.downcast_ref::<UnixStream>() {
         Some(s.as_raw_fd())
+    } else if let Some(p) = input.downcast_ref::<io::PipeReader>() {
+        Some(p.as_raw_fd())
     } else {
         input
             .downcast_ref::<std::process::ChildStdout>()
@@ -413,93 +416,10 @@ impl<F: Write + AsFd> Write for BlockingWrites<F> {
     }
 }
 
-/// The largest write to a pipe that is atomic: a non-blocking write of at most this many
-/// bytes writes all of them or none (`EAGAIN`), never a part (POSIX `PIPE_BUF`).
-#[cfg(feature = "host")]
-pub(crate) const ATOMIC_PIPE_WRITE: usize = libc::PIPE_BUF;
-
-/// Makes `fd` non-blocking (`O_NONBLOCK`). The flag belongs to the open file description,
-/// so this is only for descriptors this process alone uses, such as its end of a pipe to a
-/// child (the child's end is another description). Never blocks.
-#[cfg(feature = "host")]
-pub(crate) fn set_nonblocking(fd: &impl AsRawFd) -> io::Result<()> {
-    let fd = fd.as_raw_fd();
-    // SAFETY: fcntl on a descriptor the caller holds open for the duration of the call.
-    let flags = unsafe { libc::fcntl(fd, libc::F_GETFL) };
-    // SAFETY: as above.
-    if flags < 0 || unsafe { libc::fcntl(fd, libc::F_SETFL, flags | libc::O_NONBLOCK) } < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(())
-}
-
 fn redirect(from: i32, to: i32) -> io::Result<()> {
     // SAFETY: dup2 on two descriptors this process owns; fd `to` is atomically replaced
     // and std's handles for 0/1 keep working on the new target.
     let rc = unsafe { libc::dup2(from, to) };
-    if rc < 0 {
-        Err(io::Error::last_os_error())
-    } else {
-        Ok(())
-    }
-}
-
-/// Opens the entry `name` of the directory `dir` for reading, exactly once: never through a
-/// symlink (`O_NOFOLLOW`: a symlink fails with `ELOOP`), never blocking on a FIFO or a device
-/// (`O_NONBLOCK`), close-on-exec, and never as a controlling terminal. `name` must be one
-/// path component; anything with a `/` or a NUL byte fails with `InvalidInput`. Does not
-/// block beyond the `openat(2)` call itself.
-#[cfg(feature = "host")]
-pub(crate) fn open_entry_nofollow(dir: &File, name: &OsStr) -> io::Result<File> {
-    let bytes = name.as_bytes();
-    if bytes.is_empty() || bytes.contains(&b'/') || bytes == b"." || bytes == b".." {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidInput,
-            "not a single path component",
-        ));
-    }
-    let name = CString::new(bytes).map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
-    let flags =
-        libc::O_RDONLY | libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC | libc::O_NOCTTY;
-    // SAFETY: `name` is a valid NUL-terminated string that outlives the call, and `dir`
-    // is an open descriptor borrowed for the call's duration.
-    let fd = unsafe { libc::openat(dir.as_raw_fd(), name.as_ptr(), flags) };
-    if fd < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: openat just returned this descriptor, and nothing else owns it.
-    Ok(unsafe { File::from_raw_fd(fd) })
-}
-
-/// Whether an error from [`open_entry_nofollow`] means the entry is a symlink (`ELOOP`).
-#[cfg(feature = "host")]
-pub(crate) fn is_nofollow_refusal(e: &io::Error) -> bool {
-    e.raw_os_error() == Some(libc::ELOOP)
-}
-
-/// Sends SIGTERM/SIGKILL-style signals to a child process (used by the host side).
-#[cfg(feature = "host")]
-pub(crate) fn send_signal(pid: u32, signal: i32) -> io::Result<()> {
-    let pid = i32::try_from(pid).map_err(|_| io::Error::other("pid out of range"))?;
-    // SAFETY: kill(2) has no memory-safety preconditions.
-    let rc = unsafe { libc::kill(pid, signal) };
-    if rc < 0 {
-        Err(io::Error::last_os_error())
-    } else {
-        Ok(())
-    }
-}
-
-/// Sends a signal to every process in the process group `pgid` (`kill(-pgid, signal)`).
-#[cfg(feature = "host")]
-pub(crate) fn send_signal_group(pgid: u32, signal: i32) -> io::Result<()> {
-    let pgid = i32::try_from(pgid).map_err(|_| io::Error::other("pid out of range"))?;
-    if pgid <= 1 {
-        // kill(0) / kill(-1) would hit our own group or every process we may signal.
-        return Err(io::Error::other("not a plugin process group"));
-    }
-    // SAFETY: kill(2) has no memory-safety preconditions.
-    let rc = unsafe { libc::kill(-pgid, signal) };
     if rc < 0 {
         Err(io::Error::last_os_error())
     } else {
@@ -528,102 +448,4 @@ pub(crate) fn usable_cpus() -> usize {
 #[cfg(not(target_os = "linux"))]
 pub(crate) fn usable_cpus() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())
-}
-
-/// The CPUs the calling thread may run on (its affinity mask), in ascending order.
-#[cfg(all(feature = "host", target_os = "linux"))]
-pub(crate) fn thread_affinity() -> io::Result<Vec<usize>> {
-    // SAFETY: `cpu_set_t` is plain old data, so all-zero is a valid value, and
-    // sched_getaffinity writes at most `size_of::<cpu_set_t>()` bytes into it.
-    let set = unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) != 0 {
-            return Err(io::Error::last_os_error());
-        }
-        set
-    };
-    let max = 8 * std::mem::size_of::<libc::cpu_set_t>();
-    // SAFETY: CPU_ISSET reads one bit of a valid set; `cpu` is below its size in bits.
-    Ok((0..max)
-        .filter(|&cpu| unsafe { libc::CPU_ISSET(cpu, &set) })
-        .collect())
-}
-
-/// Restricts the calling thread (and threads it starts afterwards) to `cpus`.
-#[cfg(all(feature = "host", target_os = "linux"))]
-pub(crate) fn set_thread_affinity(cpus: &[usize]) -> io::Result<()> {
-    let max = 8 * std::mem::size_of::<libc::cpu_set_t>();
-    if cpus.is_empty() || cpus.iter().any(|&c| c >= max) {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidInput,
-            format!("a CPU set needs 1 to {max} CPUs numbered below {max}"),
-        ));
-    }
-    // SAFETY: `cpu_set_t` is plain old data; CPU_SET writes one bit below its size (checked
-    // above); sched_setaffinity reads `size_of::<cpu_set_t>()` bytes of a valid set.
-    let rc = unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        for &cpu in cpus {
-            libc::CPU_SET(cpu, &mut set);
-        }
-        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set)
-    };
-    if rc < 0 {
-        Err(io::Error::last_os_error())
-    } else {
-        Ok(())
-    }
-}
-
-/// The CPU time process `pid` has used so far, all its threads together, ended ones too
-/// (its `CLOCK_PROCESS_CPUTIME_ID`, read from outside through `clock_getcpuclockid`).
-#[cfg(all(feature = "host", target_os = "linux"))]
-pub(crate) fn process_cpu_time(pid: u32) -> io::Result<std::time::Duration> {
-    let pid = libc::pid_t::try_from(pid)
-        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "pid out of range"))?;
-    let mut clock: libc::clockid_t = 0;
-    // SAFETY: clock_getcpuclockid writes one clockid_t into the valid `clock`.
-    let rc = unsafe { libc::clock_getcpuclockid(pid, &mut clock) };
-    if rc != 0 {
-        return Err(io::Error::from_raw_os_error(rc));
-    }
-    // SAFETY: `timespec` is plain old data; clock_gettime writes one into the valid `ts`.
-    let ts = unsafe {
-        let mut ts: libc::timespec = std::mem::zeroed();
-        if libc::clock_gettime(clock, &mut ts) != 0 {
-            return Err(io::Error::last_os_error());
-        }
-        ts
-    };
-    Ok(std::time::Duration::new(
-        u64::try_from(ts.tv_sec).unwrap_or(0),
-        u32::try_from(ts.tv_nsec).unwrap_or(0),
-    ))
-}
-
-/// Other processes' CPU clocks are read here only on Linux.
-#[cfg(all(feature = "host", not(target_os = "linux")))]
-pub(crate) fn process_cpu_time(_pid: u32) -> io::Result<std::time::Duration> {
-    Err(io::Error::new(
-        io::ErrorKind::Unsupported,
-        "another process's CPU clock needs Linux",
-    ))
-}
-
-/// CPU affinity is Linux-only here.
-#[cfg(all(feature = "host", not(target_os = "linux")))]
-pub(crate) fn thread_affinity() -> io::Result<Vec<usize>> {
-    Err(io::Error::new(
-        io::ErrorKind::Unsupported,
-        "CPU affinity needs Linux",
-    ))
-}
-
-/// CPU affinity is Linux-only here.
-#[cfg(all(feature = "host", not(target_os = "linux")))]
-pub(crate) fn set_thread_affinity(_cpus: &[usize]) -> io::Result<()> {
-    Err(io::Error::new(
-        io::ErrorKind::Unsupported,
-        "CPU affinity needs Linux",
-    ))
 }

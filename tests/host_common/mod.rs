@@ -150,8 +150,15 @@ pub struct KillOnDrop(pub Vec<u32>);
 impl Drop for KillOnDrop {
     fn drop(&mut self) {
         for &pid in &self.0 {
+            #[cfg(unix)]
             // SAFETY: kill(2) has no memory-safety preconditions.
-            unsafe { libc::kill(pid as libc::pid_t, libc::SIGKILL) };
+            unsafe {
+                libc::kill(pid as libc::pid_t, libc::SIGKILL)
+            };
+            #[cfg(windows)]
+            let _ = std::process::Command::new("taskkill")
+                .args(["/F", "/PID", &pid.to_string()])
+                .status();
         }
     }
 }

@@ -6,7 +6,6 @@
 //! the protocol (`--protocol`; `auto` reads it from the answer to `initialize`).
 
 use std::io::{BufRead, BufReader, BufWriter, Write};
-use std::os::unix::process::CommandExt;
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -14,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::{RecvTimeoutError, Sender, bounded};
 use executa::host::{
-    McpRevision, McpToolsPager, Protocol, ShutdownPolicy, mcp_revision, shutdown_child,
+    McpRevision, McpToolsPager, ProcessTree, Protocol, ShutdownPolicy, mcp_revision,
 };
 use executa::wire::{self, Message};
 use executa::{Manifest, RpcError};
@@ -55,6 +54,8 @@ pub struct Load<'a> {
 /// A started plugin, initialized, with its manifest.
 pub struct Session {
     child: Child,
+    /// Its process group (Windows: its job object), which the shutdown sequence reaches.
+    tree: ProcessTree,
     stdin: BufWriter<ChildStdin>,
     stdout: BufReader<ChildStdout>,
     responder: Responder,
@@ -72,7 +73,8 @@ pub struct Timeouts {
 
 impl Session {
     /// Spawns `target` (under `taskset -c CPU` when pinned, which execs it) as the leader
-    /// of its own process group, so that the shutdown sequence reaches its helpers too,
+    /// of its own process group (Windows: in a job object of its own), so that the
+    /// shutdown sequence reaches its helpers too,
     /// and shakes hands in the target's protocol ([`Session::handshake`]), each request
     /// bounded by its timeout. Reverse calls go to `backends`.
     /// On failure the plugin is shut down ([`Session::close`]).
@@ -87,24 +89,24 @@ impl Session {
             argv.extend(["taskset".into(), "-c".into(), cpu.to_string()]);
         }
         argv.extend(target.argv.iter().cloned());
-        let mut child = Command::new(&argv[0])
-            .args(&argv[1..])
+        let mut cmd = Command::new(&argv[0]);
+        cmd.args(&argv[1..])
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(if quiet {
                 Stdio::null()
             } else {
                 Stdio::inherit()
-            })
-            .process_group(0)
-            .spawn()
+            });
+        let (mut child, tree) = ProcessTree::spawn(&mut cmd)
             .map_err(|e| format!("cannot start `{}`: {e}", argv.join(" ")))?;
         let (Some(stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) else {
-            shutdown_child(&mut child, &ShutdownPolicy::default());
+            tree.shutdown(&mut child, &ShutdownPolicy::default());
             return Err("the plugin's pipes are missing".into());
         };
         let mut session = Session {
             child,
+            tree,
             stdin: BufWriter::with_capacity(64 * 1024, stdin),
             stdout: BufReader::with_capacity(64 * 1024, stdout),
             responder: Responder::new(Wire::Executa, backends),
@@ -299,7 +301,8 @@ impl Session {
     pub fn close(mut self) {
         let _ = self.stdin.flush();
         drop(self.stdin);
-        shutdown_child(&mut self.child, &ShutdownPolicy::default());
+        self.tree
+            .shutdown(&mut self.child, &ShutdownPolicy::default());
     }
 }
 

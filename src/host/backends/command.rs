@@ -3,8 +3,7 @@
 //! serves (`llm`, `ollama run MODEL`, a script), and so does `tr a-z A-Z` in a test.
 
 use std::io::{Read, Write};
-use std::os::unix::process::CommandExt;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -15,8 +14,9 @@ use super::sampling::ScriptedSampling;
 use crate::error::RpcError;
 use crate::host::options::{ShutdownPolicy, StderrRelay};
 use crate::host::service::{ReverseCall, Service};
-use crate::host::shutdown_child;
+use crate::host::shutdown::ProcessTree;
 use crate::host::stderr::{self, StderrTail};
+use crate::sys;
 
 /// How long one command may run unless told otherwise (the plugin's own sampling call
 /// waits 90 s at most; the host answers before that).
@@ -32,9 +32,10 @@ const AFTERMATH: Duration = Duration::from_secs(1);
 /// The code a failed command is answered with: the sampling family's provider error.
 const PROVIDER_ERROR: i64 = -32003;
 
-/// Answers `sampling/createMessage` by running a shell command (`sh -c CMD`) once per
-/// call, the prompt on its stdin and its stdout (trailing newlines removed) the answer's
-/// text, in the documented result shape (`model` is `local-command`).
+/// Answers `sampling/createMessage` by running a shell command (`sh -c CMD`; on Windows
+/// `cmd /C CMD`) once per call, the prompt on its stdin and its stdout (trailing newlines
+/// removed) the answer's text, in the documented result shape (`model` is
+/// `local-command`).
 ///
 /// The prompt: with one message and no `systemPrompt`, that message's text alone;
 /// otherwise a transcript, one paragraph per part (`system: ...`, `user: ...`,
@@ -44,10 +45,10 @@ const PROVIDER_ERROR: i64 = -32003;
 ///
 /// Bounded: the command runs at most [`CommandSampling::timeout`] (default 80 s, and never
 /// past the call's own `_clientTimeoutS`), and at most [`CommandSampling::max_output`]
-/// bytes of stdout are taken (default 1 MiB); past either, its whole process group is
-/// killed and the call is answered -32003 `PROVIDER_ERROR`. So is a non-zero exit, with
-/// the end of its stderr in the message. Not quick: calls are answered off the host's
-/// reader thread, several at once when the plugin makes several.
+/// bytes of stdout are taken (default 1 MiB); past either, its whole process group (on
+/// Windows its job object) is killed and the call is answered -32003 `PROVIDER_ERROR`. So
+/// is a non-zero exit, with the end of its stderr in the message. Not quick: calls are
+/// answered off the host's reader thread, several at once when the plugin makes several.
 #[derive(Debug)]
 pub struct CommandSampling {
     command: String,
@@ -57,7 +58,7 @@ pub struct CommandSampling {
 }
 
 impl CommandSampling {
-    /// Runs `command` with `sh -c` for each call.
+    /// Runs `command` with `sh -c` (Windows: `cmd /C`) for each call.
     pub fn new(command: impl Into<String>) -> Self {
         CommandSampling {
             command: command.into(),
@@ -81,16 +82,14 @@ impl CommandSampling {
 
     /// Runs the command on `prompt`; its stdout, or why not. Blocks up to `timeout`.
     fn run(&self, prompt: String, timeout: Duration) -> Result<String, String> {
-        let mut child = Command::new("sh")
-            .arg("-c")
-            .arg(&self.command)
-            .stdin(Stdio::piped())
+        let mut cmd = sys::shell(&self.command);
+        cmd.stdin(Stdio::piped())
             .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            // Its own group, so a timeout stops what it started too.
-            .process_group(0)
-            .spawn()
-            .map_err(|e| format!("cannot start `sh -c {}`: {e}", self.command))?;
+            .stderr(Stdio::piped());
+        // Its own tree (process group; job object on Windows), so a timeout stops what it
+        // started too.
+        let (mut child, tree) = ProcessTree::spawn(&mut cmd)
+            .map_err(|e| format!("cannot start `{} {}`: {e}", sys::SHELL, self.command))?;
         let stdin = child.stdin.take();
         // Written from its own thread: a command that answers before it has read all of
         // its input must not wedge us on a full pipe. A command that never reads makes
@@ -141,7 +140,7 @@ impl CommandSampling {
             term_grace: Duration::ZERO,
             kill_wait: AFTERMATH,
         };
-        let status = shutdown_child(&mut child, &policy).status;
+        let status = tree.shutdown(&mut child, &policy).status;
         tail.wait_done(AFTERMATH);
         let stderr = tail.snapshot().join("\n");
         let out = outcome.map_err(|why| self.failed(&why, &stderr))?;
@@ -209,10 +208,12 @@ impl Service for CommandSampling {
     }
 }
 
-#[cfg(test)]
+// `sh` syntax and Unix tools (`tr`, `setsid`, `kill`).
+#[cfg(all(test, unix))]
 mod tests {
     use super::*;
     use serde_json::json;
+    use std::process::Command;
 
     fn ask(s: &CommandSampling, params: Value) -> Result<Value, RpcError> {
         super::super::test_call(s, "sampling/createMessage", params)
