@@ -1,5 +1,6 @@
 //! Heap allocations per `echo` invoke, from frame in to frame out: the runtime serves
-//! in-process (`Plugin::serve` over socket pairs) under a counting global allocator, with
+//! in-process (`Plugin::serve` over socket pairs on Unix, anonymous pipes elsewhere) under
+//! a counting global allocator, with
 //! the `echo` tool of examples/everything.rs. The driving thread renders every frame before
 //! the count starts and reads replies into a fixed buffer, so it allocates nothing itself:
 //! every allocation counted is the runtime's (reader, dispatch, tool, writer).
@@ -12,6 +13,7 @@ mod common;
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::io::{Read, Write};
+#[cfg(unix)]
 use std::os::unix::net::UnixStream;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -85,10 +87,32 @@ fn echo(args: Map<String, Value>, _: &Invocation) -> Result<Map<String, Value>, 
     Ok(args)
 }
 
+/// One way of a link to the runtime, as (read end, write end): a socket pair on Unix, where
+/// the figures in benches/README.md were measured (the reader can wait on it, as on a real
+/// stdin); elsewhere an anonymous pipe, which is what a plugin's stdin is there.
+#[cfg(unix)]
+type ReadEnd = UnixStream;
+#[cfg(unix)]
+type WriteEnd = UnixStream;
+#[cfg(not(unix))]
+type ReadEnd = std::io::PipeReader;
+#[cfg(not(unix))]
+type WriteEnd = std::io::PipeWriter;
+
+#[cfg(unix)]
+fn link() -> (ReadEnd, WriteEnd) {
+    UnixStream::pair().expect("socket pair")
+}
+
+#[cfg(not(unix))]
+fn link() -> (ReadEnd, WriteEnd) {
+    std::io::pipe().expect("pipe")
+}
+
 /// The runtime in a thread, and our ends of its input and output.
 struct Served {
-    input: UnixStream,
-    output: UnixStream,
+    input: WriteEnd,
+    output: ReadEnd,
     buf: Box<[u8]>,
     filled: usize,
     thread: std::thread::JoinHandle<()>,
@@ -96,8 +120,8 @@ struct Served {
 
 impl Served {
     fn start() -> Served {
-        let (ours_in, theirs_in) = UnixStream::pair().expect("socket pair");
-        let (theirs_out, ours_out) = UnixStream::pair().expect("socket pair");
+        let (theirs_in, ours_in) = link();
+        let (ours_out, theirs_out) = link();
         let plugin = Plugin::new("everything", "1.0.0").tool(Tool::new(
             "echo",
             "Returns its arguments object as data",
@@ -221,7 +245,8 @@ fn main() {
     let warm = frames(n / 10 + 1);
     count(&mut served, &warm, 1, smoke);
     println!(
-        "echo {{\"text\":\"hi\"}} through Plugin::serve over socket pairs, {n} invokes per mode (after {} warm-up)",
+        "echo {{\"text\":\"hi\"}} through Plugin::serve over {}, {n} invokes per mode (after {} warm-up)",
+        if cfg!(unix) { "socket pairs" } else { "pipes" },
         warm.len()
     );
     if !smoke {

@@ -12,14 +12,21 @@
 //! --bench roundtrip`. Counts (benches/README.md lists them all): `EXECUTA_BENCH_ROUNDS`
 //! [5], `EXECUTA_BENCH_N` serial round trips per round [3000], `EXECUTA_BENCH_PIPELINED`
 //! [30000], `EXECUTA_BENCH_PACED` [4000], `EXECUTA_BENCH_PACED_SLOW` [1000].
+//!
+//! Linux only: the plugin's CPU time, threads and memory come from `/proc`, and the
+//! placements pin with `taskset` and `sched_setaffinity`. Elsewhere it says so and exits;
+//! what only the Linux bench uses is allowed to be unused there.
+#![cfg_attr(not(target_os = "linux"), allow(dead_code, unused_imports))]
 
 #[path = "roundtrip/chart.rs"]
 mod chart;
 mod common;
+#[cfg(target_os = "linux")]
 #[path = "roundtrip/paced.rs"]
 mod paced;
 #[path = "roundtrip/peer.rs"]
 mod peer;
+#[cfg(target_os = "linux")]
 #[path = "roundtrip/report.rs"]
 mod report;
 #[path = "roundtrip/sweep.rs"]
@@ -29,6 +36,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+#[cfg(target_os = "linux")]
 use common::procfs::{self, CpuTime};
 use executa::host::{Handlers, Host, HostOptions, PluginCommand, StderrRelay};
 use peer::Peer;
@@ -154,6 +162,12 @@ pub struct HostPair {
     pub sample: Vec<f64>,
 }
 
+#[cfg(not(target_os = "linux"))]
+fn main() {
+    println!("the roundtrip bench reads /proc and pins with taskset: it runs on Linux only");
+}
+
+#[cfg(target_os = "linux")]
 fn main() {
     let smoke = common::smoke();
     let counts = Counts::from_env();
@@ -226,6 +240,7 @@ fn main() {
 }
 
 /// One subject in one placement, one round: spawn, warm up, then every figure.
+#[cfg(target_os = "linux")]
 fn measure(placement: Placement, subject: &Subject, counts: &Counts, smoke: bool, cell: &mut Cell) {
     let mut peer = Peer::spawn(&placement.prefix(), &subject.cmd, subject.echoes, smoke);
     peer.wait_ready();
@@ -265,6 +280,7 @@ fn echoing(bare: &Subject) -> Subject {
 /// The paced load of one round over every subject and `echoing`, paired in time
 /// (`roundtrip/paced.rs`): each subject's cell gets its figures, `echo_cpu` the echoing
 /// loop's.
+#[cfg(target_os = "linux")]
 fn paced_round(
     subjects: &[Subject],
     echoing: &Subject,
@@ -286,6 +302,7 @@ fn paced_round(
 /// CPU µs the child spent per second while nothing was sent (schedstat), in two windows
 /// one after the other: from 50 ms after the last reply, and the next one (executa's main
 /// thread looks once for a stalled run up to a second after the last invoke, then sleeps).
+#[cfg(target_os = "linux")]
 fn idle_cpu(peer: &Peer, window: Duration) -> (f64, f64) {
     // Let any post-message polling end before the window opens.
     std::thread::sleep(Duration::from_millis(50));

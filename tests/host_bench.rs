@@ -2,6 +2,9 @@
 //! servers: the Python SDK's (`tests/mcp/server_bench.py`) and, with the `mcp` feature,
 //! the reference plugin served both ways. Nothing here is timed: the figures are only
 //! checked to be there.
+// Unix only: drives Python plugins and MCP servers and sh sampling commands, which a Windows
+// test process under Wine cannot start.
+#![cfg(unix)]
 
 mod common;
 mod host_common;

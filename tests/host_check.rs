@@ -1,5 +1,7 @@
 //! `executa check` (the library run behind the CLI): passes on well-behaved plugins, and
 //! fails each misbehaving one with the right reason.
+// Unix only: drives Python fixtures, which a Windows test process under Wine cannot start.
+#![cfg(unix)]
 
 mod host_common;
 

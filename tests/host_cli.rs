@@ -1,4 +1,7 @@
 //! The `executa` binary: help, check, describe, call and bench against the Python plugins.
+// The tests marked `#[cfg(unix)]` drive Python fixtures, which a Windows test process under
+// Wine cannot start; what they leave unused there is allowed.
+#![cfg_attr(not(unix), allow(unused_imports, dead_code))]
 
 mod host_common;
 
@@ -118,6 +121,7 @@ fn check_of_a_plugin_that_cannot_start_exits_2() {
 }
 
 #[test]
+#[cfg(unix)] // drives a Python fixture
 fn describe_prints_the_answer_verbatim_and_fails_a_wrapped_manifest() {
     // Verbatim: the text the plugin sent, member order and all (a re-serialized Value
     // sorts the members).
@@ -139,6 +143,7 @@ fn describe_prints_the_answer_verbatim_and_fails_a_wrapped_manifest() {
 }
 
 #[test]
+#[cfg(unix)] // drives a Python fixture
 fn call_reads_a_credential_named_alone_from_the_environment() {
     let o = Command::new(env!("CARGO_BIN_EXE_executa"))
         .args([
@@ -204,6 +209,7 @@ fn usage_errors_exit_2() {
 }
 
 #[test]
+#[cfg(unix)] // drives a Python fixture
 fn check_passes_the_quickstart_plugin_and_fails_a_banner() {
     let o = executa(&["check", "--quiet"], &["quickstart.py"]);
     assert!(o.status.success(), "{}", stdout(&o));
@@ -228,6 +234,7 @@ fn check_passes_the_quickstart_plugin_and_fails_a_banner() {
 }
 
 #[test]
+#[cfg(unix)] // drives a Python fixture
 fn describe_prints_the_manifest() {
     let o = executa(&["describe", "--quiet"], &["quickstart.py"]);
     assert!(o.status.success(), "{}", stderr(&o));
@@ -237,6 +244,7 @@ fn describe_prints_the_manifest() {
 }
 
 #[test]
+#[cfg(unix)] // drives a Python fixture
 fn call_prints_the_result_and_progress() {
     let o = executa(
         &[
@@ -320,6 +328,7 @@ fn call_prints_the_result_and_progress() {
 }
 
 #[test]
+#[cfg(unix)] // drives a Python fixture
 fn bench_reports_percentiles_and_throughput() {
     let o = executa(
         &[
@@ -364,6 +373,7 @@ fn check_help_matches_behaviour_and_pitfalls_are_listed() {
 /// how many it left out (at the latest when the plugin is shut down). It printed one line
 /// per dropped answer: 998,011 in 6 s.
 #[test]
+#[cfg(unix)] // drives a Python fixture
 fn a_reverse_call_flood_prints_a_bounded_number_of_lines() {
     let start = std::time::Instant::now();
     let o = executa(&["call", "flood"], &["floods_reverse_calls.py"]);
@@ -418,6 +428,7 @@ fn tail(text: &str) -> &str {
 /// died with `main` in the middle of the sequence); `bench` killed the plugin alone,
 /// leaving its helper. (`check` invokes `vanish` too; `describe` meets the lingering.)
 #[test]
+#[cfg(unix)] // drives a Python fixture
 fn commands_leave_nothing_running_after_a_plugin_that_closed_its_stdout() {
     for (command, code) in [
         (&["call", "vanish"][..], 1),

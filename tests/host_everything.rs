@@ -19,10 +19,18 @@ use serde_json::json;
 
 /// The example binary (`target/<profile>/examples/everything`, next to this test's own
 /// directory), brought up to date once per run: a targeted `cargo test --test` does not
-/// build examples, and a stale binary would test old code.
+/// build examples, and a stale binary would test old code. With `EXECUTA_EXAMPLES` set (a
+/// folder of examples built already: a cross build, whose tests run under an emulator that
+/// cannot start cargo), the example there instead.
 fn everything() -> PluginCommand {
     static PATH: OnceLock<PathBuf> = OnceLock::new();
     let path = PATH.get_or_init(|| {
+        let file = format!("everything{}", std::env::consts::EXE_SUFFIX);
+        if let Some(dir) = std::env::var_os("EXECUTA_EXAMPLES") {
+            let bin = PathBuf::from(dir).join(file);
+            assert!(bin.exists(), "{} was not built", bin.display());
+            return bin;
+        }
         let mut build = Command::new(env!("CARGO"));
         build.args(["build", "--quiet", "--example", "everything"]);
         if cfg!(feature = "mcp") {
@@ -41,7 +49,7 @@ fn everything() -> PluginCommand {
             .parent()
             .and_then(|deps| deps.parent())
             .expect("target/<profile>");
-        profile_dir.join("examples").join("everything")
+        profile_dir.join("examples").join(file)
     });
     PluginCommand::new(path)
 }

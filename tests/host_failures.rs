@@ -1,8 +1,13 @@
 //! The host against misbehaving plugins: crashes, restarts, shutdown escalation, and
 //! malformed, oversized or noisy output that must fail only the affected call.
+// The tests marked `#[cfg(unix)]` drive Python and sh fixtures, which a Windows test process
+// under Wine cannot start (those that find processes in `/proc` are Linux only); what they
+// leave unused there is allowed.
+#![cfg_attr(not(unix), allow(unused_imports, dead_code))]
 
 mod host_common;
 
+#[cfg(unix)]
 use std::os::unix::process::ExitStatusExt;
 use std::time::Duration;
 
@@ -10,10 +15,13 @@ use executa::Error;
 use executa::host::{
     ExitStage, Handlers, Host, HostOptions, HostState, InvokeOptions, PluginProcess, RestartPolicy,
 };
-use host_common::{EVENT_WAIT, opts, processes_with, py, short_shutdown, unique, wait_until};
+#[cfg(target_os = "linux")]
+use host_common::processes_with;
+use host_common::{EVENT_WAIT, opts, py, short_shutdown, unique, wait_until};
 use serde_json::json;
 
 #[test]
+#[cfg(unix)] // drives a Python fixture
 fn crash_mid_invoke_fails_the_pending_call_at_once_naming_status_and_stderr() {
     let o = HostOptions {
         restart: RestartPolicy {
@@ -50,6 +58,7 @@ fn crash_mid_invoke_fails_the_pending_call_at_once_naming_status_and_stderr() {
 }
 
 #[test]
+#[cfg(unix)] // drives a Python fixture
 fn plugin_exiting_after_one_reply_fails_to_start_with_its_exit_status() {
     // Pitfall #1: it answers initialize, then exits, so describe never gets an answer.
     match Host::start(py("exits_after_reply.py", &[]), opts(), Handlers::new()) {
@@ -62,6 +71,7 @@ fn plugin_exiting_after_one_reply_fails_to_start_with_its_exit_status() {
 }
 
 #[test]
+#[cfg(unix)] // drives a Python fixture
 fn unexpected_exit_is_restarted_with_backoff_until_the_budget_is_spent() {
     // Serves initialize, describe and one invoke (3 replies), then exits with status 1.
     // Each run reports its start count in its manifest version.
@@ -129,6 +139,7 @@ fn restart_delays_grow_exponentially() {
 }
 
 #[test]
+#[cfg(unix)] // drives a Python fixture; ends it with SIGTERM
 fn plugin_ignoring_stdin_eof_gets_sigterm() {
     let o = HostOptions {
         shutdown: short_shutdown(),
@@ -154,6 +165,7 @@ fn plugin_ignoring_stdin_eof_gets_sigterm() {
 }
 
 #[test]
+#[cfg(unix)] // drives a Python fixture; ends it with SIGKILL
 fn plugin_ignoring_sigterm_gets_sigkill() {
     let o = HostOptions {
         shutdown: short_shutdown(),
@@ -171,6 +183,7 @@ fn libc_sigterm() -> i32 {
 }
 
 #[test]
+#[cfg(unix)] // drives a Python fixture
 fn oversized_reply_fails_only_its_call() {
     let o = HostOptions {
         max_frame_bytes: 64 * 1024,
@@ -199,6 +212,7 @@ fn oversized_reply_fails_only_its_call() {
 }
 
 #[test]
+#[cfg(unix)] // drives a Python fixture
 fn file_transport_reply_is_read_and_deleted_and_foreign_paths_are_refused() {
     let host = Host::start(py("tools_plugin.py", &[]), opts(), Handlers::new()).expect("start");
     let r = host.invoke("file_reply", &json!({})).unwrap();
@@ -218,6 +232,7 @@ fn file_transport_reply_is_read_and_deleted_and_foreign_paths_are_refused() {
 }
 
 #[test]
+#[cfg(unix)] // drives a Python fixture
 fn corrupt_reply_fails_only_its_call() {
     let host = Host::start(py("tools_plugin.py", &[]), opts(), Handlers::new()).expect("start");
     match host.invoke("garbage", &json!({})) {
@@ -233,6 +248,7 @@ fn corrupt_reply_fails_only_its_call() {
 /// A cut-off frame that names a pending call's id but carries `params` (only a request
 /// has them) is not that call's reply: it is noise, and the call gets its real reply.
 #[test]
+#[cfg(unix)] // drives a Python fixture
 fn corrupt_request_under_a_pending_id_is_noise_not_a_reply() {
     let host = Host::start(py("tools_plugin.py", &[]), opts(), Handlers::new()).expect("start");
     let r = host
@@ -244,6 +260,7 @@ fn corrupt_request_under_a_pending_id_is_noise_not_a_reply() {
 }
 
 #[test]
+#[cfg(unix)] // drives a Python fixture
 fn result_without_success_is_a_protocol_error() {
     let host = Host::start(py("tools_plugin.py", &[]), opts(), Handlers::new()).expect("start");
     match host.invoke("bare", &json!({})) {
@@ -258,6 +275,7 @@ fn result_without_success_is_a_protocol_error() {
 }
 
 #[test]
+#[cfg(unix)] // drives a Python fixture
 fn stdout_noise_is_skipped_and_recorded() {
     let host =
         Host::start(py("banner.py", &[]), opts(), Handlers::new()).expect("the banner is skipped");
@@ -285,6 +303,7 @@ fn missing_program_is_an_io_error() {
 }
 
 #[test]
+#[cfg(target_os = "linux")] // drives a Python fixture, finds its processes in /proc
 fn crash_leaving_a_helper_on_stdout_fails_the_call_and_restarts() {
     // The helper keeps the plugin's stdout open, so the exit is never an end of file:
     // the host must see the process itself end.
@@ -327,6 +346,7 @@ fn crash_leaving_a_helper_on_stdout_fails_the_call_and_restarts() {
 }
 
 #[test]
+#[cfg(target_os = "linux")] // drives sh and a Python fixture, finds them in /proc
 fn signals_reach_the_whole_process_group() {
     // A wrapper shell as the plugin command: SIGTERM to the shell alone would leave the
     // real plugin (which ignores stdin EOF and SIGTERM) running, orphaned.
@@ -353,6 +373,7 @@ fn signals_reach_the_whole_process_group() {
 }
 
 #[test]
+#[cfg(target_os = "linux")] // drives a Python fixture, finds its processes in /proc
 fn shutdown_during_a_restart_handshake_stops_the_starting_process() {
     let marker_file = std::env::temp_dir().join(unique("wedged"));
     let o = HostOptions {
@@ -380,6 +401,7 @@ fn shutdown_during_a_restart_handshake_stops_the_starting_process() {
 }
 
 #[test]
+#[cfg(unix)] // drives a Python fixture
 fn reply_with_a_bad_envelope_fails_only_its_call() {
     let host = Host::start(py("bad_jsonrpc_reply.py", &[]), opts(), Handlers::new()).unwrap();
     // A long timeout: the call must fail on the bad reply, not time out.
@@ -393,6 +415,7 @@ fn reply_with_a_bad_envelope_fails_only_its_call() {
 }
 
 #[test]
+#[cfg(unix)] // drives a Python fixture
 fn restarts_wait_the_backoff_delay() {
     // Each start records its time; every run exits after initialize, describe and one
     // invoke. Backoff of 150 ms, 300 ms, 600 ms: each restart starts at least that long
@@ -437,6 +460,7 @@ fn restarts_wait_the_backoff_delay() {
 /// reaped when it returns, and its helper got `SIGKILL`. It used to return at once, the
 /// plugin still running, stopped only by a supervisor thread that a program's end kills.
 #[test]
+#[cfg(unix)] // drives a Python fixture
 fn shutdown_waits_for_a_plugin_that_closed_its_stdout_and_its_helper() {
     let marker = unique("vanish");
     let pidfile = std::env::temp_dir().join(format!("{marker}.pids"));

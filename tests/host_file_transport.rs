@@ -3,6 +3,9 @@
 //! memory stays within the frame cap plus a small constant, and every call that does not
 //! get the small reply fails with a clear error. One test per binary, so that this
 //! process's peak memory is this test's alone.
+// Linux only: drives a Python fixture (which a Windows test process under Wine cannot start)
+// that swaps in `/dev/zero` and a FIFO, and reads this process's peak memory from `/proc`.
+#![cfg(target_os = "linux")]
 
 mod host_common;
 

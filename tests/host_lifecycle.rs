@@ -1,5 +1,8 @@
 //! The host against well-behaved plugins: the full lifecycle, fallback, concurrency,
 //! timeouts and the invoke context.
+// The tests marked `#[cfg(unix)]` drive Python fixtures, which a Windows test process under
+// Wine cannot start; what they leave unused there is allowed.
+#![cfg_attr(not(unix), allow(unused_imports, dead_code))]
 
 mod host_common;
 
@@ -22,6 +25,7 @@ fn handles_are_send_and_sync() {
 }
 
 #[test]
+#[cfg(unix)] // drives a Python fixture
 fn quickstart_plugin_full_lifecycle() {
     let host = Host::start(py("quickstart.py", &[]), opts(), Handlers::new()).expect("start");
     let hs = host.handshake().unwrap();
@@ -77,6 +81,7 @@ fn quickstart_plugin_full_lifecycle() {
 }
 
 #[test]
+#[cfg(unix)] // drives a Python fixture
 fn unanswered_initialize_falls_back_to_v1_silently() {
     let o = HostOptions {
         initialize_timeout: Duration::from_millis(300),
@@ -101,6 +106,7 @@ fn unanswered_initialize_falls_back_to_v1_silently() {
 }
 
 #[test]
+#[cfg(unix)] // drives a Python fixture
 fn initialize_answered_with_minus_32601_falls_back_at_once() {
     let host = Host::start(
         py("flawed.py", &["init_not_found"]),
@@ -114,6 +120,7 @@ fn initialize_answered_with_minus_32601_falls_back_at_once() {
 }
 
 #[test]
+#[cfg(unix)] // drives a Python fixture
 fn health_method_not_found_counts_as_healthy() {
     let p =
         PluginProcess::spawn(&py("flawed.py", &["no_health"]), opts(), Handlers::new()).unwrap();
@@ -127,6 +134,7 @@ fn health_method_not_found_counts_as_healthy() {
 }
 
 #[test]
+#[cfg(unix)] // drives a Python fixture
 fn many_invokes_in_flight_from_many_threads() {
     let host = Host::start(py("tools_plugin.py", &[]), opts(), Handlers::new()).expect("start");
     // The barrier tool only succeeds when 6 invokes are inside the plugin at once.
@@ -155,6 +163,7 @@ fn many_invokes_in_flight_from_many_threads() {
 }
 
 #[test]
+#[cfg(unix)] // drives a Python fixture
 fn caller_timeout_fails_the_call_and_the_late_reply_is_dropped() {
     let host = Host::start(py("tools_plugin.py", &[]), opts(), Handlers::new()).expect("start");
     // The plugin answers only once the test releases it: the timeout cannot lose a race
@@ -187,6 +196,7 @@ fn now_ms() -> u64 {
 }
 
 #[test]
+#[cfg(unix)] // drives a Python fixture
 fn context_carries_invoke_id_deadline_credentials_and_tokens() {
     let o = HostOptions {
         dev_tokens: true,
@@ -244,6 +254,7 @@ fn context_carries_invoke_id_deadline_credentials_and_tokens() {
 }
 
 #[test]
+#[cfg(unix)] // drives a Python fixture
 fn initialize_is_sent_with_id_0_as_the_agent_does() {
     // This plugin drops every request whose id is falsy: only initialize (id 0) goes
     // unanswered, so the session falls back to 1.1 on the timeout.

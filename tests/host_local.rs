@@ -45,6 +45,7 @@ fn scratch(name: &str) -> PathBuf {
 }
 
 #[test]
+#[cfg(unix)] // its sampling command is a sh command line (`tr`, `>&2`)
 fn sampling_cmd_answers_with_the_commands_stdout() {
     let args = json!({ "prompt": "hello from the plugin" }).to_string();
     let (out, v) = call(&["--sampling-cmd", "tr a-z A-Z", "--args", &args, "sample"]);
@@ -85,6 +86,7 @@ fn storage_dir_keeps_a_value_from_one_call_to_the_next() {
 }
 
 #[test]
+#[cfg(unix)] // its sampling command is a sh command line (`tr`, `>&2`)
 fn check_takes_the_local_backends_too() {
     let dir = scratch("check");
     let dir_arg = dir.to_str().expect("a UTF-8 temp path");
@@ -117,10 +119,16 @@ fn check_gives_a_plugin_that_refuses_to_start_one_verdict_with_its_reason() {
     assert_eq!(out.status.code(), Some(2), "{text}");
     let failed: Vec<&str> = text.lines().filter(|l| l.starts_with("FAIL")).collect();
     assert_eq!(failed.len(), 1, "{text}");
+    // The exit as `std` shows an `ExitStatus`: "exit code: 2" on Windows.
+    let exit = if cfg!(windows) {
+        "exit code: 2"
+    } else {
+        "exit status: 2"
+    };
     assert!(
-        failed[0].starts_with(
-            "FAIL  start              refused to start (exit status: 2): invalid plugin definition: "
-        ),
+        failed[0].starts_with(&format!(
+            "FAIL  start              refused to start ({exit}): invalid plugin definition: "
+        )),
         "{text}"
     );
     // The plugin's own reasons, each once.

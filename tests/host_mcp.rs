@@ -3,6 +3,9 @@
 //! `executa call` / `describe` binaries, and a hand-written one
 //! (`tests/mcp/scripted_server.py`) for the handshake corners, paging and the server's own
 //! requests. Skipped, with a message, only where python3 is missing.
+// Unix only: drives Python MCP servers (installed by a bash script), which a Windows test
+// process under Wine cannot start.
+#![cfg(unix)]
 
 mod host_common;
 mod mcp;

@@ -1,5 +1,7 @@
 //! Reverse calls and progress: the in-memory backends end to end, custom handlers, the
 //! Agent's gates and routing, and a slow handler that must not stall other replies.
+// Unix only: drives Python fixtures, which a Windows test process under Wine cannot start.
+#![cfg(unix)]
 
 mod host_common;
 

@@ -2,6 +2,8 @@
 
 #![allow(dead_code)]
 
+// What `/proc` says about a process: Linux by nature.
+#[cfg(target_os = "linux")]
 pub mod procfs;
 
 use std::time::Duration;

@@ -65,6 +65,7 @@ pub fn wait_until(what: &str, limit: Duration, mut cond: impl FnMut() -> bool) {
 
 /// Pids of live processes whose command line contains `marker` (from `/proc`; zombies,
 /// which have an empty command line, do not count).
+#[cfg(target_os = "linux")]
 pub fn processes_with(marker: &str) -> Vec<u32> {
     let Ok(dir) = std::fs::read_dir("/proc") else {
         return Vec::new();

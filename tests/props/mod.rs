@@ -5,14 +5,16 @@
 
 use std::collections::HashMap;
 use std::io::{self, Cursor, Read, Write};
+#[cfg(all(feature = "host", unix))]
+use std::path::Path;
 #[cfg(feature = "host")]
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-#[cfg(feature = "host")]
+#[cfg(all(feature = "host", unix))]
 use executa::Error;
-#[cfg(feature = "host")]
+#[cfg(all(feature = "host", unix))]
 use executa::host::{
     Handlers, HostOptions, PluginCommand, PluginProcess, ShutdownPolicy, StderrRelay,
 };
@@ -370,7 +372,8 @@ pub fn and_its_threads_end(check: impl FnOnce()) {
     }
 }
 
-/// This process's thread count (`Threads:` in `/proc/self/status`).
+/// This process's thread count (`Threads:` in `/proc/self/status`); 0 where there is no
+/// `/proc` (off Linux), so that [`and_its_threads_end`] checks nothing there.
 fn threads() -> usize {
     std::fs::read_to_string("/proc/self/status")
         .ok()
@@ -425,7 +428,9 @@ pub fn host_scratch(dir: PathBuf) -> PathBuf {
 /// first request, writes `output` and exits. The request is settled (by a reply in the
 /// output, a refusal, or the plugin's exit) well before its timeout, and nothing panics.
 /// When `TMPDIR` is `scratch/tmp`, a file-transport reply `reply.json` waits there.
-#[cfg(feature = "host")]
+/// Unix only: the plugin is a sh command line, which a Windows test process under Wine
+/// cannot start.
+#[cfg(all(feature = "host", unix))]
 pub fn check_host_reader(output: &[u8], scratch: &Path) {
     let replay = scratch.join("output");
     std::fs::write(&replay, output).expect("write replay file");
