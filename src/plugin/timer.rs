@@ -22,18 +22,27 @@ pub(crate) use os::{Timer, Watch};
 #[cfg(not(all(target_os = "linux", not(feature = "portable-timer"))))]
 pub(crate) use portable::{Timer, Watch};
 
+use std::io;
 use std::time::{Duration, Instant};
 
-/// What is left until `deadline` (`None`: no bound), at least 1 ms so a wait never spins;
-/// `Err(())` when it has passed.
-fn left(deadline: Option<Instant>) -> Result<Option<Duration>, ()> {
-    match deadline {
-        None => Ok(None),
+use crate::sys::{Bell, TimerWatch};
+
+/// Waits on `bell` (and on the OS timer behind `os`, if any) at most until `deadline`
+/// (`None`: no bound; at least 1 ms at a time, so a wait never spins): the byte rung,
+/// `TIMER_BYTE` for an expired OS timer, `Ok(None)` once the deadline passed.
+fn wait_until(
+    bell: &mut Bell,
+    deadline: Option<Instant>,
+    os: Option<TimerWatch>,
+) -> io::Result<Option<u8>> {
+    let timeout = match deadline {
+        None => None,
         Some(d) => match d.checked_duration_since(Instant::now()) {
-            Some(left) if !left.is_zero() => Ok(Some(left.max(Duration::from_millis(1)))),
-            _ => Err(()),
+            Some(left) if !left.is_zero() => Some(left.max(Duration::from_millis(1))),
+            _ => return Ok(None),
         },
-    }
+    };
+    bell.wait(timeout, os)
 }
 
 #[cfg(all(target_os = "linux", not(feature = "portable-timer")))]
@@ -92,10 +101,7 @@ mod os {
             bell: &mut Bell,
             deadline: Option<Instant>,
         ) -> io::Result<Option<u8>> {
-            let Ok(timeout) = super::left(deadline) else {
-                return Ok(None);
-            };
-            bell.wait(timeout, timer.map(|w| w.0))
+            super::wait_until(bell, deadline, timer.map(|w| w.0))
         }
     }
 }
@@ -216,10 +222,7 @@ mod portable {
             deadline: Option<Instant>,
         ) -> io::Result<Option<u8>> {
             let Some(Watch(s)) = timer else {
-                let Ok(timeout) = super::left(deadline) else {
-                    return Ok(None);
-                };
-                return bell.wait(timeout, None);
+                return super::wait_until(bell, deadline, None);
             };
             let rung = loop {
                 let until = deadline.map_or(NEVER, |d| {

@@ -30,3 +30,9 @@ pub(crate) use windows::*;
 
 /// What [`Bell::wait`] returns for an expired timer (no thread rings it).
 pub(crate) const TIMER_BYTE: u8 = b'T';
+
+/// The protocol's private ends of stdin and stdout ([`take`]).
+pub(crate) struct ProtocolStdio {
+    pub input: std::fs::File,
+    pub output: BlockingWrites,
+}

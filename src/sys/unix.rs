@@ -14,18 +14,14 @@ use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
 use std::os::unix::net::UnixStream;
 use std::sync::atomic::{AtomicI32, Ordering};
 
+use super::ProtocolStdio;
+
 // The host's process trees (process groups and signals), the file transport's `openat`,
 // CPU affinity and clocks.
 #[cfg(feature = "host")]
 mod host;
 #[cfg(feature = "host")]
 pub(crate) use host::*;
-
-/// The protocol's private ends of stdin and stdout.
-pub(crate) struct ProtocolStdio {
-    pub input: File,
-    pub output: BlockingWrites,
-}
 
 /// Takes the protocol streams. With `guard`, also redirects fd 1 to stderr and fd 0 to
 /// `/dev/null`; without it, fds 0 and 1 stay as they are.

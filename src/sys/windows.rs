@@ -27,18 +27,13 @@ use windows_sys::Win32::System::Console::{
 
 use windows_sys::core::BOOL;
 
+use super::ProtocolStdio;
 use crate::lock::lock;
 
 #[cfg(feature = "host")]
 mod host;
 #[cfg(feature = "host")]
 pub(crate) use host::*;
-
-/// The protocol's private ends of stdin and stdout.
-pub(crate) struct ProtocolStdio {
-    pub input: File,
-    pub output: BlockingWrites,
-}
 
 /// Takes the protocol streams. With `guard`, also points the standard output handle at
 /// stderr and the standard input handle at `NUL`; without it, both stay as they are.
