@@ -126,6 +126,10 @@ impl ProcessTree {
     /// Spawns `cmd` as the root of a tree of its own. On Windows the child is assigned to
     /// the job object right after it starts: a process it starts in that first moment,
     /// before the assignment, is outside the job (std cannot start a child suspended).
+    ///
+    /// Keep the tree as long as the child should live: on Windows dropping it closes the
+    /// job, which kills every process in it at once (`let (child, _) = ...` kills the
+    /// child on the spot). On Unix dropping it does nothing.
     pub fn spawn(cmd: &mut Command) -> io::Result<(Child, ProcessTree)> {
         sys::ProcessTree::prepare(cmd);
         let child = cmd.spawn()?;

@@ -228,11 +228,13 @@ mod portable {
                 let until = deadline.map_or(NEVER, |d| {
                     nanos(d.saturating_duration_since(s.epoch)).min(NEVER - 1)
                 });
-                let expires = s.expires.load(Ordering::SeqCst);
-                let wake = until.min(expires);
+                let wake = until.min(s.expires.load(Ordering::SeqCst));
                 s.sleeps_until.store(wake, Ordering::SeqCst);
-                if s.expires.load(Ordering::SeqCst) < wake {
-                    continue; // armed nearer meanwhile: look again
+                // Read again after the store (the setter stores, then reads ours): an
+                // expiry armed nearer meanwhile is seen here or rings us.
+                let expires = s.expires.load(Ordering::SeqCst);
+                if expires < wake {
+                    continue;
                 }
                 let now = s.now();
                 if expires <= now {

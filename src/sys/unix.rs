@@ -12,7 +12,6 @@ use std::fs::File;
 use std::io::{self, Write};
 use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
 use std::os::unix::net::UnixStream;
-use std::sync::atomic::{AtomicI32, Ordering};
 
 use super::ProtocolStdio;
 
@@ -227,115 +226,8 @@ pub(crate) type TimerWatch = RawFd;
 /// The byte a stop signal rings (signal-hook's self-pipe writes this one).
 pub(crate) const STOP_BYTE: u8 = b'X';
 
-/// The descriptor the stop-signal handler writes to (`-1`: none).
-static STOP_FD: AtomicI32 = AtomicI32::new(-1);
-
-/// The signals [`stop_signals`] takes.
-const STOP_SIGNALS: [libc::c_int; 2] = [libc::SIGTERM, libc::SIGINT];
-
-/// The handler of SIGTERM and SIGINT: rings [`STOP_BYTE`]. Async-signal-safe: an atomic
-/// load and `write(2)`, with `errno` kept for the code it interrupted.
-extern "C" fn on_stop_signal(_: libc::c_int) {
-    let fd = STOP_FD.load(Ordering::SeqCst);
-    if fd >= 0 {
-        let saved = errno::get();
-        // SAFETY: writes one byte from a live array; a bad descriptor only fails.
-        unsafe { libc::write(fd, [STOP_BYTE].as_ptr().cast(), 1) };
-        errno::set(saved);
-    }
-}
-
-mod errno {
-    #[cfg(any(target_os = "linux", target_os = "android"))]
-    use libc::__errno_location as location;
-    #[cfg(any(target_vendor = "apple", target_os = "freebsd"))]
-    use libc::__error as location;
-
-    #[cfg(any(
-        target_os = "linux",
-        target_os = "android",
-        target_vendor = "apple",
-        target_os = "freebsd"
-    ))]
-    pub fn get() -> libc::c_int {
-        // SAFETY: the thread's errno is always a valid location.
-        unsafe { *location() }
-    }
-
-    #[cfg(any(
-        target_os = "linux",
-        target_os = "android",
-        target_vendor = "apple",
-        target_os = "freebsd"
-    ))]
-    pub fn set(value: libc::c_int) {
-        // SAFETY: as above.
-        unsafe { *location() = value };
-    }
-
-    /// Elsewhere `errno` is left as `write(2)` set it.
-    #[cfg(not(any(
-        target_os = "linux",
-        target_os = "android",
-        target_vendor = "apple",
-        target_os = "freebsd"
-    )))]
-    pub fn get() -> libc::c_int {
-        0
-    }
-
-    #[cfg(not(any(
-        target_os = "linux",
-        target_os = "android",
-        target_vendor = "apple",
-        target_os = "freebsd"
-    )))]
-    pub fn set(_: libc::c_int) {}
-}
-
-/// SIGTERM and SIGINT ring [`STOP_BYTE`] on a bell while this lives; dropping it gives
-/// them back to the handlers they had. A `sigaction(2)` of our own, not signal-hook's
-/// registry: the registry (a global map behind a lock, chaining) is 10 KB of every
-/// plugin, and a plugin takes these two signals for itself while it serves.
-pub(crate) struct StopSignals {
-    old: [Option<libc::sigaction>; 2],
-}
-
-/// Rings `ringer` with [`STOP_BYTE`] on SIGTERM and SIGINT, until the result is dropped.
-pub(crate) fn stop_signals(ringer: &Ringer) -> io::Result<StopSignals> {
-    // The handler's descriptor stays open for the life of the process: a handler that
-    // loaded it just before the signals are given back must never write to a reused one.
-    let fd = std::os::fd::IntoRawFd::into_raw_fd(ringer.0.try_clone()?);
-    STOP_FD.store(fd, Ordering::SeqCst);
-    let mut stop = StopSignals { old: [None; 2] };
-    for (old, sig) in stop.old.iter_mut().zip(STOP_SIGNALS) {
-        // SAFETY: all-zero is a valid `sigaction`; the handler is async-signal-safe and
-        // has the one-argument signature that a zero `sa_flags` (no SA_SIGINFO) calls.
-        unsafe {
-            let mut action: libc::sigaction = std::mem::zeroed();
-            action.sa_sigaction = on_stop_signal as extern "C" fn(libc::c_int) as usize;
-            action.sa_flags = libc::SA_RESTART;
-            libc::sigemptyset(&mut action.sa_mask);
-            let mut previous: libc::sigaction = std::mem::zeroed();
-            if libc::sigaction(sig, &action, &mut previous) != 0 {
-                return Err(io::Error::last_os_error()); // `stop` restores what it took
-            }
-            *old = Some(previous);
-        }
-    }
-    Ok(stop)
-}
-
-impl Drop for StopSignals {
-    fn drop(&mut self) {
-        for (old, sig) in self.old.iter().zip(STOP_SIGNALS) {
-            if let Some(old) = old {
-                // SAFETY: restores an action `sigaction` returned for this signal.
-                unsafe { libc::sigaction(sig, old, std::ptr::null_mut()) };
-            }
-        }
-    }
-}
+mod signals;
+pub(crate) use signals::stop_signals;
 
 /// An input the reader can wait on with a bound: its descriptor.
 pub(crate) type Waitable = RawFd;

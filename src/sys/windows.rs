@@ -4,7 +4,13 @@
 //! standard input and output handles, points the process's standard output handle at
 //! stderr (std's `print!` looks the handle up on every write, so a stray `println!` lands
 //! in the log) and its standard input at `NUL`, and makes the originals non-inheritable so
-//! that no child process holds the protocol's pipes open after the plugin ends.
+//! that no child process holds the protocol's pipes open after the plugin ends. The C
+//! runtime's own descriptors 0 and 1 keep the handles they had at start-up: C code that
+//! writes to its `stdout` (`printf` in a linked C library) still reaches the protocol pipe
+//! (there is no `windows-sys` binding for the C runtime's `_dup2`; the README says so).
+//!
+//! Waits with a timeout (the bell, so the portable timer) end on the system's tick, 15.6 ms
+//! by default: the scheduling bound of `Options::inline` is that coarse here.
 //!
 //! Anonymous pipes cannot be waited on with a timeout, so no input is [`Waitable`]: the
 //! reader hands reading to a new reader when its own invoke calls the host.
@@ -92,8 +98,10 @@ pub(crate) fn find_byte(haystack: &[u8], byte: u8) -> Option<usize> {
     haystack.iter().position(|&b| b == byte)
 }
 
-/// Bytes rung and not yet taken, at most; more are dropped (they would only wake the main
-/// thread, which a full bell does anyway).
+/// Bytes rung and not yet taken, at most. A byte already waiting is not queued again
+/// (but for [`STOP_BYTE`], which the main thread counts), so the few kinds of events fit
+/// and no event is lost to a flood of another: a starved main thread finds one poke from
+/// the timer, not a queue of them in front of the end of input.
 const BELL_BYTES: usize = 64;
 
 type BellShared = Arc<(Mutex<VecDeque<u8>>, Condvar)>;
@@ -120,7 +128,7 @@ impl Ringer {
     /// Rings `byte`. Never blocks beyond a short lock.
     pub fn ring(&self, byte: u8) {
         let mut bytes = lock(&self.0.0);
-        if bytes.len() < BELL_BYTES {
+        if bytes.len() < BELL_BYTES && (byte == STOP_BYTE || !bytes.contains(&byte)) {
             bytes.push_back(byte);
         }
         self.0.1.notify_one();
