@@ -161,10 +161,11 @@ pub struct Local {
 /// `concat!` can put it inside their `HELP` texts).
 macro_rules! local_help {
     () => {
-        "    --sampling-cmd CMD   answer sampling/createMessage by running `sh -c CMD`: the
-                         prompt (the messages as text) on its stdin, its stdout the
-                         answer (80 s and 1 MiB at most; a failure is a -32003 error
-                         quoting its stderr). Any model CLI reading stdin serves, e.g.
+        "    --sampling-cmd CMD   answer sampling/createMessage by running `sh -c CMD`
+                         (`cmd /C CMD` on Windows): the prompt (the messages as text)
+                         on its stdin, its stdout the answer (80 s and 1 MiB at most;
+                         a failure is a -32003 error quoting its stderr). Any model
+                         CLI reading stdin serves, e.g.
                          --sampling-cmd 'ollama run llama3'
     --storage-dir DIR    keep storage/* in DIR/storage.json, so values survive between
                          runs (created when missing)
