@@ -5,22 +5,22 @@
 # qemu-user. Runs as root on a fresh Debian 12 machine, no stdin; safe to run again.
 #
 # How the tests reach ARM plugins. Most plugin_* tests spawn example binaries that
-# tests/common/mod.rs::example_bin builds with a nested `cargo build --example NAME` (no
-# --target) and then looks for in $CARGO_TARGET_DIR/debug/examples/NAME. Under a plain
-# `cargo test --target T` that nested build makes *x86_64* examples, so the ARM test
-# harness silently drives native plugins (it passes, and proves nothing). So this script:
-#   - runs the tests with CARGO_BUILD_TARGET=T (not --target): the nested build then
-#     builds, or finds fresh, the ARM examples in $TD/T/debug/examples;
-#   - points $TD/debug/examples/NAME at them (symlinks), in a target dir of its own ($TD);
+# tests/common/mod.rs::example_bin builds with a nested `cargo build --example NAME`, for
+# the target the test binary was built for (found from its own path, <target>/T/debug/deps)
+# and beside it, so a cross test binary drives cross-built examples, never the host's. So
+# this script:
+#   - runs each test binary with CARGO_BUILD_TARGET=T, in a target dir of its own ($TD);
+#   - checks afterwards that no x86_64 example was built for the tests ($TD/debug/examples);
 #   - registers qemu-aarch64/qemu-arm with binfmt_misc so the ARM test binaries can exec
 #     ARM binaries (examples, and CARGO_BIN_EXE_executa in plugin_mcp) directly. Debian's
 #     qemu-user-binfmt does not register inside a container (its postinst skips it, and
 #     there is no systemd-binfmt); as root we mount binfmt_misc and write the entries from
 #     /usr/lib/binfmt.d by hand. /etc/qemu-binfmt/<arch> (qemu's built-in default -L) is
 #     linked to the cross sysroots, because the MCP SDK tests start plugins with a scrubbed
-#     environment (no QEMU_LD_PREFIX). If registration fails, the symlinks become
-#     `exec qemu-ARCH -L SYSROOT` wrapper scripts and the one test that execs an ARM
-#     binary other than an example (the executa host) is skipped.
+#     environment (no QEMU_LD_PREFIX). If registration fails, the tests take their
+#     examples from `exec qemu-ARCH -L SYSROOT` wrapper scripts (EXECUTA_EXAMPLES) and
+#     the one test that execs an ARM binary other than an example (the executa host) is
+#     skipped.
 #
 # Which tests run. Measured on the 2-vCPU Debian 12 VM (load 5-6 from other builds),
 # debug test builds, one test binary at a time, seconds aarch64 / armv7: lib 7-9 / 6-8,
@@ -162,22 +162,19 @@ bash tests/mcp/venv.sh
 all_plugin_tests="$(cd tests && ls plugin_*.rs | sed 's/\.rs$//') randomized"
 failed=()
 
-# Points $TD/debug/examples/NAME (where example_bin looks) at T's debug examples.
-shim_examples() {
-    local t=$1 q sysroot name
+# Without binfmt_misc: wrapper scripts that start T's debug examples under qemu, in a
+# folder the tests take their examples from (EXECUTA_EXAMPLES).
+wrap_examples() {
+    local t=$1 q sysroot name dir="$TD/qemu-examples/$1"
     q=$(qemu_of "$t")
     sysroot=$(sysroot_of "$t")
-    mkdir -p "$TD/debug/examples"
+    mkdir -p "$dir"
     for name in $(cd examples && ls *.rs | sed 's/\.rs$//'); do
-        local real="$TD/$t/debug/examples/$name" shim="$TD/debug/examples/$name"
-        rm -f "$shim"
-        if [ "$binfmt" = 1 ]; then
-            ln -s "$real" "$shim"
-        else
-            printf '#!/bin/sh\nexec qemu-%s -L %s %s "$@"\n' "$q" "$sysroot" "$real" >"$shim"
-            chmod +x "$shim"
-        fi
+        printf '#!/bin/sh\nexec qemu-%s -L %s %s "$@"\n' "$q" "$sysroot" \
+            "$TD/$t/debug/examples/$name" >"$dir/$name"
+        chmod +x "$dir/$name"
     done
+    export EXECUTA_EXAMPLES="$dir"
 }
 
 test_one() { # TARGET CARGO-TEST-ARGS...: one test binary under qemu, bounded
@@ -194,9 +191,12 @@ run_arch() { # TARGET TESTS...
     cargo test --target "$t" --features mcp --lib $(printf -- '--test %s ' "$@") --no-run
     cargo build --target "$t" --features mcp --examples
     note "$t: test build $(($(now) - s)) s"
-    shim_examples "$t"
-    # Without binfmt only example paths are wrapped: the ARM `executa` host cannot exec.
-    [ "$binfmt" = 1 ] || skip+=(--skip the_executa_host_drives_the_plugin_served_as_mcp)
+    rm -rf "$TD/debug/examples"
+    # Without binfmt only examples are wrapped: the ARM `executa` host cannot exec.
+    if [ "$binfmt" != 1 ]; then
+        wrap_examples "$t"
+        skip+=(--skip the_executa_host_drives_the_plugin_served_as_mcp)
+    fi
     local total
     total=$(now)
     for name in lib "$@"; do
@@ -213,9 +213,12 @@ run_arch() { # TARGET TESTS...
             failed+=("$t $name")
         fi
     done
-    # The run must have driven ARM plugins, not host builds put over the shims.
-    file -L "$TD/debug/examples/everything" | grep -q 'ELF 64-bit LSB pie executable, x86-64' &&
-        { note "$t: the tests ran x86_64 examples"; failed+=("$t examples"); }
+    unset EXECUTA_EXAMPLES
+    # The run must have driven ARM plugins: no test built host examples for itself.
+    [ ! -e "$TD/debug/examples/everything" ] ||
+        { note "$t: the tests built x86_64 examples"; failed+=("$t examples"); }
+    file -L "$TD/$t/debug/examples/everything" | grep -q 'ARM\|aarch64' ||
+        { note "$t: no ARM everything"; failed+=("$t examples"); }
     note "$t: tests $(($(now) - total)) s"
 }
 

@@ -46,8 +46,44 @@ pub fn example_bin(name: &str) -> PathBuf {
         return bin;
     }
     let manifest_dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    // The examples go beside this test binary (`<target>/debug/deps/..`), built for the
+    // target it was built for: a cross build (`cargo test --target T`, run by an emulator)
+    // lives in `<target>/T/debug`, and must drive examples built for T, not the host.
+    let exe = std::env::current_exe().expect("the test binary's path");
+    let profile_dir = exe
+        .parent()
+        .and_then(|deps| deps.parent())
+        .expect("<target>/debug/deps")
+        .to_path_buf();
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .map(|p| {
+            if p.is_relative() {
+                manifest_dir.join(p)
+            } else {
+                p
+            }
+        })
+        .unwrap_or_else(|| manifest_dir.join("target"));
+    let same = |a: &std::path::Path, b: &std::path::Path| {
+        a.canonicalize()
+            .ok()
+            .is_some_and(|a| Some(a) == b.canonicalize().ok())
+    };
+    let triple = profile_dir
+        .parent()
+        .filter(|dir| !same(dir, &target))
+        .and_then(|dir| dir.file_name())
+        .map(|t| t.to_string_lossy().into_owned());
     let mut build = Command::new(env!("CARGO"));
     build.args(["build", "--quiet", "--example", name]);
+    if let Some(triple) = &triple {
+        build.args(["--target", triple]);
+    }
+    // An optimized test build (`cargo test --release`) looks in `release/`.
+    if !cfg!(debug_assertions) {
+        build.arg("--release");
+    }
     // The examples as this test binary was built: with MCP serving when it has it, so
     // that test binaries of one `cargo test` never rebuild each other's examples.
     if cfg!(feature = "mcp") {
@@ -68,17 +104,7 @@ pub fn example_bin(name: &str) -> PathBuf {
         out.status,
         String::from_utf8_lossy(&out.stderr)
     );
-    let target = std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .map(|p| {
-            if p.is_relative() {
-                manifest_dir.join(p)
-            } else {
-                p
-            }
-        })
-        .unwrap_or_else(|| manifest_dir.join("target"));
-    let bin = target.join("debug").join("examples").join(file);
+    let bin = profile_dir.join("examples").join(file);
     assert!(bin.exists(), "{} was not built", bin.display());
     bin
 }
