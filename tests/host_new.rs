@@ -172,3 +172,65 @@ pub fn plugin() -> Plugin {
     }
     let _ = std::fs::remove_dir_all(&parent);
 }
+
+/// `executa new` refuses every name `cargo new` refuses, in cargo's words (cargo itself is
+/// the oracle), and a few more that would not build or not check out on Windows; it
+/// creates nothing for any of them, and takes an ordinary name.
+#[test]
+fn names_cargo_new_refuses_are_refused_with_its_reason() {
+    let parent = std::env::temp_dir().join(format!("executa-names-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&parent);
+    std::fs::create_dir_all(&parent).expect("a scratch directory");
+    let oracle = parent.join("cargo");
+    std::fs::create_dir_all(&oracle).expect("a scratch directory");
+    let ours = |name: &str| {
+        Command::new(env!("CARGO_BIN_EXE_executa"))
+            .args(["new", name, "--dir"])
+            .arg(&parent)
+            .stdin(std::process::Stdio::null())
+            .output()
+            .expect("run executa new")
+    };
+    for name in [
+        "fn", "self", "crate", "Self", "async", "test", "try", "dyn", "deps",
+    ] {
+        let cargo = Command::new(env!("CARGO"))
+            .args(["new", "--vcs", "none", "--quiet", name])
+            .current_dir(&oracle)
+            .stdin(std::process::Stdio::null())
+            .output()
+            .expect("run cargo new");
+        assert!(!cargo.status.success(), "cargo new {name} was accepted");
+        let cargo_says = String::from_utf8_lossy(&cargo.stderr);
+        let reason = cargo_says
+            .split(&format!("invalid package name `{name}`: "))
+            .nth(1)
+            .and_then(|rest| rest.lines().next())
+            .unwrap_or_else(|| panic!("cargo's reason for {name}: {cargo_says}"))
+            .trim()
+            .to_owned();
+        let out = ours(name);
+        let said = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{name}: {said}");
+        assert!(
+            said.contains(&format!("invalid package name `{name}`: {reason}")),
+            "{name}: cargo says {reason:?}, executa said {said}"
+        );
+        assert!(!parent.join(name).exists(), "{name} was created");
+    }
+    for name in ["std", "core", "gen", "con", "COM3", "lpt1"] {
+        let out = ours(name);
+        let said = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{name}: {said}");
+        assert!(said.contains("invalid package name"), "{name}: {said}");
+        assert!(!parent.join(name).exists(), "{name} was created");
+    }
+    let out = ours("a-fn");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(parent.join("a-fn").join("Cargo.toml").exists());
+    let _ = std::fs::remove_dir_all(&parent);
+}

@@ -81,19 +81,60 @@ pub fn run(mut args: Args) -> Result<ExitCode, Usage> {
 }
 
 /// A crate name cargo accepts, and that is also a plugin name: ASCII letters, digits,
-/// `-` and `_`, starting with a letter.
+/// `-` and `_`, starting with a letter, and none of the names `cargo new` refuses, with
+/// its words: Rust's keywords, `test`, cargo's own folders. Also refused, where cargo only
+/// warns: the standard library's crates (the new crate would not build), `gen` (reserved
+/// in edition 2024, which the new crate uses), and the names Windows reserves for devices
+/// (cargo refuses those on Windows only; a plugin meant for every platform is refused them
+/// everywhere).
 fn check_name(name: &str) -> Result<(), Usage> {
     let ok = name.starts_with(|c: char| c.is_ascii_alphabetic())
         && name
             .chars()
             .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
         && name.len() <= 64;
-    if ok {
-        Ok(())
-    } else {
-        Err(Usage::Error(format!(
+    if !ok {
+        return Err(Usage::Error(format!(
             "`{name}` is not a crate name: ASCII letters, digits, `-` and `_`, starting with a letter"
-        )))
+        )));
+    }
+    match refusal(name) {
+        None => Ok(()),
+        Some(why) => Err(Usage::Error(format!(
+            "invalid package name `{name}`: {why}"
+        ))),
+    }
+}
+
+/// Rust's keywords, reserved words included (edition 2024, which the new crate uses).
+const KEYWORDS: &[&str] = &[
+    "Self", "abstract", "as", "async", "await", "become", "box", "break", "const", "continue",
+    "crate", "do", "dyn", "else", "enum", "extern", "false", "final", "fn", "for", "gen", "if",
+    "impl", "in", "let", "loop", "macro", "match", "mod", "move", "mut", "override", "priv", "pub",
+    "ref", "return", "self", "static", "struct", "super", "trait", "true", "try", "type", "typeof",
+    "unsafe", "unsized", "use", "virtual", "where", "while", "yield",
+];
+
+/// Why `cargo new` refuses `name` (already checked to be ASCII letters, digits, `-`, `_`).
+fn refusal(name: &str) -> Option<&'static str> {
+    let crate_name = name.replace('-', "_");
+    let lower = name.to_ascii_lowercase();
+    if KEYWORDS.contains(&crate_name.as_str()) {
+        Some("it is a Rust keyword")
+    } else if crate_name == "test" {
+        Some("it conflicts with Rust's built-in test library")
+    } else if ["core", "std", "alloc", "proc_macro"].contains(&crate_name.as_str()) {
+        Some("it conflicts with Rust's standard library (a crate of that name does not build)")
+    } else if ["deps", "examples", "build", "incremental"].contains(&name) {
+        Some("it conflicts with cargo's build directory names")
+    } else if ["con", "prn", "aux", "nul"].contains(&lower.as_str())
+        || (lower.len() == 4
+            && (lower.starts_with("com") || lower.starts_with("lpt"))
+            && lower.ends_with(|c: char| ('1'..='9').contains(&c)))
+    {
+        Some("it is a reserved Windows filename")
+    } else {
+        None
     }
 }
 
