@@ -357,3 +357,21 @@ fn local_backends_answer_reverse_calls_in_both_protocols() {
     assert!(stored.contains("\"scope\": \"user\""), "{stored}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A plugin that writes one endless stdout line (here 64 MiB without a line break, then
+/// silence) ends the bench with the frame cap's error once 16 MiB are read, instead of
+/// growing one line until memory runs out (issue 36, item 1: 20 GB in 68 s before).
+#[test]
+fn an_endless_stdout_line_ends_the_bench_at_the_frame_cap() {
+    let out = bench(&[
+        "--stall",
+        "120",
+        "--",
+        "sh",
+        "-c",
+        "head -c 67108864 /dev/zero | tr '\\0' x; sleep 120",
+    ]);
+    let all = text(&out);
+    assert!(!out.status.success(), "{all}");
+    assert!(all.contains("over 16777216 bytes (the frame cap)"), "{all}");
+}

@@ -5,7 +5,7 @@
 //! does both, so a round trip pays no hand-off of the driver's own. The handshake decides
 //! the protocol (`--protocol`; `auto` reads it from the answer to `initialize`).
 
-use std::io::{BufRead, BufReader, BufWriter, Write};
+use std::io::{BufRead, BufReader, BufWriter, Read, Write};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -15,7 +15,7 @@ use crossbeam_channel::{RecvTimeoutError, Sender, bounded};
 use executa::host::{
     McpRevision, McpToolsPager, ProcessTree, Protocol, ShutdownPolicy, mcp_revision,
 };
-use executa::wire::{self, Message};
+use executa::wire::{self, DEFAULT_MAX_FRAME_BYTES, Message};
 use executa::{Manifest, RpcError};
 use serde_json::json;
 use serde_json::value::RawValue;
@@ -707,10 +707,17 @@ fn push_u64(buf: &mut Vec<u8>, mut n: u64) {
     buf.extend_from_slice(&digits[at..]);
 }
 
+/// Reads one line of the plugin's stdout into `line`, at most the frame cap
+/// ([`DEFAULT_MAX_FRAME_BYTES`]): a longer one is an error, so a plugin writing an endless
+/// line costs the bench 16 MiB, not all the memory there is.
 fn read_line(r: &mut BufReader<ChildStdout>, line: &mut Vec<u8>) -> Result<(), String> {
     line.clear();
-    match r.read_until(b'\n', line) {
+    let cap = DEFAULT_MAX_FRAME_BYTES as u64;
+    match r.by_ref().take(cap + 1).read_until(b'\n', line) {
         Ok(0) => Err("the plugin closed its stdout".into()),
+        Ok(n) if n as u64 > cap => Err(format!(
+            "the plugin wrote a line over {cap} bytes (the frame cap)"
+        )),
         Ok(_) => Ok(()),
         Err(e) => Err(format!("reading the plugin's stdout: {e}")),
     }
