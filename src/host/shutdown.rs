@@ -147,6 +147,14 @@ impl ProcessTree {
     pub fn shutdown(&self, child: &mut Child, policy: &ShutdownPolicy) -> ShutdownReport {
         shutdown_tree(child, &self.0, policy)
     }
+
+    /// Kills what is left of the tree once its root has exited (and been reaped): helpers
+    /// it started in the background. Never blocks; a failure is logged.
+    pub(crate) fn kill_remnants(&self) {
+        if let Err(e) = signal::kill_group_remnants(&self.0) {
+            log::debug!("killing what is left of a process tree failed: {e}");
+        }
+    }
 }
 
 /// Runs the Agent's shutdown sequence on a plugin process started without

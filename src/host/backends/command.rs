@@ -117,7 +117,7 @@ impl CommandSampling {
             }
             let _ = tx.send(out);
         });
-        let outcome = match rx.recv_timeout(timeout) {
+        let outcome = match answer(&rx, &mut child, &tree, timeout) {
             Ok(out) if out.len() > limit => {
                 Err(format!("wrote more than {limit} bytes on stdout (stopped)"))
             }
@@ -165,6 +165,36 @@ impl CommandSampling {
                 "sampling command `{}` {why}; stderr: {stderr}",
                 self.command
             )
+        }
+    }
+}
+
+/// How often a running command's exit is looked for: std has no wait with a timeout, and a
+/// command runs for seconds, so 40 looks a second cost nothing that shows.
+const EXIT_LOOK: Duration = Duration::from_millis(25);
+
+/// The command's stdout, whole, from the reader thread behind `rx`, once the command
+/// exits or its stdout ends, whichever comes first, within `timeout`. A command that exits
+/// while something it started in the background still holds its stdout (`echo answer;
+/// sleep 600 &`) is answered at its exit: what is left of its tree is killed, which ends
+/// the stdout, and what it wrote is what the reader read.
+fn answer(
+    rx: &crossbeam_channel::Receiver<Vec<u8>>,
+    child: &mut std::process::Child,
+    tree: &ProcessTree,
+    timeout: Duration,
+) -> Result<Vec<u8>, RecvTimeoutError> {
+    let deadline = std::time::Instant::now() + timeout;
+    loop {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        match rx.recv_timeout(left.min(EXIT_LOOK)) {
+            Err(RecvTimeoutError::Timeout) if !left.is_zero() => {}
+            other => return other,
+        }
+        if matches!(child.try_wait(), Ok(Some(_))) {
+            // It exited: its own writes are in the pipe already; end what holds it open.
+            tree.kill_remnants();
+            return rx.recv_timeout(AFTERMATH);
         }
     }
 }
@@ -255,6 +285,46 @@ mod tests {
         // The request is checked before anything runs.
         let e = ask(&CommandSampling::new("true"), json!({ "messages": [] })).unwrap_err();
         assert_eq!(e.code, -32004);
+    }
+
+    /// A command that exits while a helper it started in the background (in its own
+    /// group) still holds its stdout is answered at its exit, and the helper is killed
+    /// (issue 36, item 11: it used to wait for the helper, here past the 30 s timeout).
+    #[test]
+    #[cfg(target_os = "linux")]
+    fn the_answer_is_taken_when_the_command_exits() {
+        let pid_file = std::env::temp_dir().join(format!("executa-bg-{}", std::process::id()));
+        let _ = std::fs::remove_file(&pid_file);
+        let cmd = format!(
+            "echo answer; sh -c 'echo $$ > {}; exec sleep 600' &",
+            pid_file.display()
+        );
+        let s = CommandSampling::new(cmd).timeout(Duration::from_secs(30));
+        let answer = ask(&s, one("x")).expect("an answer at the command's exit");
+        assert_eq!(answer["content"]["text"], "answer");
+        // The helper went with what was left of the group (killed before the answer came
+        // back; gone, or a zombie nobody has reaped yet). Not written: killed first.
+        let Ok(pid) = std::fs::read_to_string(&pid_file) else {
+            return;
+        };
+        let _ = std::fs::remove_file(&pid_file);
+        let stat = format!("/proc/{}/stat", pid.trim());
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        let gone = loop {
+            let state = std::fs::read_to_string(&stat).ok();
+            let dead = state.as_deref().is_none_or(|s| {
+                s.rsplit_once(')')
+                    .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z'))
+            });
+            if dead || std::time::Instant::now() > deadline {
+                break dead;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        };
+        if !gone {
+            let _ = Command::new("kill").arg(pid.trim()).status();
+        }
+        assert!(gone, "the background helper outlived the command");
     }
 
     /// A helper that leaves the command's process group and keeps its stderr open does
