@@ -461,3 +461,30 @@ fn commands_leave_nothing_running_after_a_plugin_that_closed_its_stdout() {
         }
     }
 }
+
+/// `executa call` prints a plugin's progress events a few a second, then counts the rest:
+/// 60 events come back as at most a few lines a second plus counts that add up to 60
+/// (issue 36, item 7: every event was printed, 500 MB for 50 events of 10 MB).
+#[test]
+#[cfg(unix)] // drives a Python fixture
+fn progress_is_printed_a_few_lines_a_second_then_counted() {
+    let start = std::time::Instant::now();
+    let o = executa(
+        &["call", "--quiet", "--args", r#"{"steps":60}"#, "progress"],
+        &["tools_plugin.py"],
+    );
+    let seconds = start.elapsed().as_secs() + 1;
+    assert!(o.status.success(), "{}", stderr(&o));
+    let err = stderr(&o);
+    let shown = err
+        .lines()
+        .filter(|l| l.starts_with("progress [progress]"))
+        .count() as u64;
+    let counted: u64 = err
+        .lines()
+        .filter_map(|l| l.strip_prefix("progress: "))
+        .filter_map(|l| l.split(' ').next()?.parse::<u64>().ok())
+        .sum();
+    assert!(shown <= 4 * seconds, "{shown} lines in {seconds} s: {err}");
+    assert_eq!(shown + counted, 60, "{err}");
+}

@@ -112,9 +112,12 @@ pub fn run(mut args: Args) -> Result<ExitCode, Usage> {
         .storage(&["user", "app", "tool"])?
         .unwrap_or_else(|| Arc::new(MemoryStorage::new()));
     let services: [Arc<dyn Service>; 2] = [storage, sampling];
-    let mut handlers = Handlers::new().on_progress(|p| {
+    let printer = Arc::new(std::sync::Mutex::new(ProgressPrinter::default()));
+    let shown = printer.clone();
+    let mut handlers = Handlers::new().on_progress(move |p| {
         let id = p.invoke_id.as_deref().unwrap_or("-");
-        eprintln!("progress [{}] {} {}", p.kind, id, p.data);
+        let line = format!("progress [{}] {} {}", p.kind, id, p.data);
+        shown.lock().unwrap_or_else(|e| e.into_inner()).print(&line);
     });
     for s in services {
         handlers = handlers.service(if verbose { Arc::new(Logged(s)) } else { s });
@@ -130,8 +133,65 @@ pub fn run(mut args: Args) -> Result<ExitCode, Usage> {
     let outcome = host.invoke_with(&tool, &arguments, &opts);
     // Progress events arrive on their own thread; print the last ones before the result.
     host.sync_progress(Duration::from_secs(1));
+    printer.lock().unwrap_or_else(|e| e.into_inner()).finish();
     host.shutdown();
     Ok(report(outcome))
+}
+
+/// Progress lines printed in a second, at most; the rest are counted.
+const PROGRESS_PER_SECOND: u32 = 4;
+
+/// The longest progress line printed, in bytes (cut at a character's start, then `…`).
+const PROGRESS_LINE: usize = 300;
+
+/// Prints progress events on stderr as the logs are printed: a few a second, each line
+/// cut, then how many were left out, so a plugin's flood of events (or one of 10 MB)
+/// costs the terminal a few short lines.
+#[derive(Default)]
+struct ProgressPrinter {
+    window: Option<std::time::Instant>,
+    shown: u32,
+    left_out: u64,
+}
+
+impl ProgressPrinter {
+    fn print(&mut self, line: &str) {
+        let now = std::time::Instant::now();
+        if self
+            .window
+            .is_none_or(|w| now.duration_since(w) >= Duration::from_secs(1))
+        {
+            self.finish();
+            self.window = Some(now);
+            self.shown = 0;
+        }
+        if self.shown < PROGRESS_PER_SECOND {
+            self.shown += 1;
+            eprintln!("{}", cut(line, PROGRESS_LINE));
+        } else {
+            self.left_out += 1;
+        }
+    }
+
+    /// Says how many events were left out since the last count.
+    fn finish(&mut self) {
+        if self.left_out > 0 {
+            eprintln!("progress: {} more events not shown", self.left_out);
+            self.left_out = 0;
+        }
+    }
+}
+
+/// `line` cut to at most `max` bytes at a character's start, marked with `…`.
+fn cut(line: &str, max: usize) -> std::borrow::Cow<'_, str> {
+    if line.len() <= max {
+        return line.into();
+    }
+    let mut end = max - '…'.len_utf8();
+    while !line.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &line[..end]).into()
 }
 
 fn report(outcome: executa::Result<executa::host::InvokeResult>) -> ExitCode {
@@ -202,5 +262,19 @@ fn credential(arg: &str) -> Result<(String, String, bool), Usage> {
         Err(_) => Err(Usage::Error(format!(
             "`--credential {arg}`: the environment variable {arg} is not set (or not UTF-8)"
         ))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::cut;
+
+    #[test]
+    fn long_lines_are_cut_at_a_character() {
+        assert_eq!(cut("short", 300), "short");
+        let long = "é".repeat(400);
+        let c = cut(&long, 300);
+        assert!(c.len() <= 300 && c.ends_with('…'), "{}", c.len());
+        assert!(c.trim_end_matches('…').chars().all(|ch| ch == 'é'));
     }
 }
