@@ -21,8 +21,9 @@ USAGE:
     executa call [OPTIONS] <TOOL> -- <PLUGIN COMMAND...>
 
 Starts the plugin (initialize, describe), invokes TOOL once with a fresh context
-(invoke_id, deadline_ms, credentials), prints the result JSON on stdout and every
-progress event on stderr, then shuts the plugin down. Reverse calls are answered
+(invoke_id, deadline_ms, credentials), prints the result JSON on stdout and its
+progress events on stderr (at most 4 lines a second, each cut to 300 bytes, then a count
+of the rest), then shuts the plugin down. Reverse calls are answered
 in memory unless told otherwise: storage/* by a key/value store (scopes, etags, paging),
 sampling/createMessage by echoing the last user message (or from --sampling-fixture, or
 a local command with --sampling-cmd). Placeholder sampling and storage tokens are sent
