@@ -28,6 +28,9 @@ mod windows;
 #[cfg(windows)]
 pub(crate) use windows::*;
 
+/// The byte a stop signal (Unix) or console event (Windows) rings on the main thread's bell.
+pub(crate) const STOP_BYTE: u8 = b'X';
+
 /// What [`Bell::wait`] returns for an expired timer (no thread rings it).
 pub(crate) const TIMER_BYTE: u8 = b'T';
 

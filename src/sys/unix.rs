@@ -223,9 +223,6 @@ impl Bell {
 /// `timerfd`; elsewhere the portable timer folds its deadline into the wait's timeout).
 pub(crate) type TimerWatch = RawFd;
 
-/// The byte a stop signal rings (signal-hook's self-pipe writes this one).
-pub(crate) const STOP_BYTE: u8 = b'X';
-
 mod signals;
 pub(crate) use signals::stop_signals;
 

@@ -18,7 +18,7 @@
 use std::collections::VecDeque;
 use std::fs::File;
 use std::io::{self, Write};
-use std::os::windows::io::{AsHandle, AsRawHandle, IntoRawHandle, OwnedHandle};
+use std::os::windows::io::{AsHandle, IntoRawHandle, OwnedHandle};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
@@ -33,7 +33,7 @@ use windows_sys::Win32::System::Console::{
 
 use windows_sys::core::BOOL;
 
-use super::ProtocolStdio;
+use super::{ProtocolStdio, STOP_BYTE};
 use crate::lock::lock;
 
 #[cfg(feature = "host")]
@@ -175,9 +175,6 @@ impl Bell {
     }
 }
 
-/// The byte a stop event rings.
-pub(crate) const STOP_BYTE: u8 = b'X';
-
 /// Where console control events ring, while a plugin serves.
 static STOP_RINGER: Mutex<Option<Ringer>> = Mutex::new(None);
 
@@ -318,8 +315,8 @@ pub(crate) fn usable_cpus() -> usize {
 }
 
 /// The raw handle of anything that has one (for the host module).
-#[allow(dead_code)]
-fn raw(h: &impl AsRawHandle) -> HANDLE {
+#[cfg(feature = "host")]
+fn raw(h: &impl std::os::windows::io::AsRawHandle) -> HANDLE {
     h.as_raw_handle() as HANDLE
 }
 

@@ -9,7 +9,8 @@ use std::ffi::c_void;
 use std::io;
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicUsize, Ordering};
 
-use super::{Ringer, STOP_BYTE};
+use super::Ringer;
+use crate::sys::STOP_BYTE;
 
 /// The descriptor the handler writes to (`-1`: none).
 static STOP_FD: AtomicI32 = AtomicI32::new(-1);
