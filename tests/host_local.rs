@@ -86,6 +86,59 @@ fn storage_dir_keeps_a_value_from_one_call_to_the_next() {
 }
 
 #[test]
+fn storage_dir_refuses_a_file_it_cannot_read_and_leaves_it_as_it_is() {
+    let dir = scratch("foreign");
+    std::fs::create_dir_all(&dir).expect("make the directory");
+    let file = dir.join("storage.json");
+    // An entry added by hand, without the etag this backend gives every entry.
+    let text = r#"{"generation": 1, "entries": [{"scope": "user", "key": "a", "value": 1}]}"#;
+    std::fs::write(&file, text).expect("write the file");
+    let dir_arg = dir.to_str().expect("a UTF-8 temp path");
+    let set = json!({ "key": "b", "value": 2 }).to_string();
+    let (out, _) = call(&["--storage-dir", dir_arg, "--args", &set, "remember"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{out:?}");
+    assert!(stderr.contains(&file.display().to_string()), "{stderr}");
+    assert!(stderr.contains("no `etag`"), "{stderr}");
+    assert_eq!(
+        std::fs::read(&file).expect("read the file"),
+        text.as_bytes()
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn processes_sharing_a_storage_dir_fail_no_call_and_lose_no_value() {
+    let dir = scratch("shared");
+    let dir_arg = dir.to_str().expect("a UTF-8 temp path").to_owned();
+    let (writers, calls) = (3, 12);
+    std::thread::scope(|scope| {
+        for w in 0..writers {
+            let dir_arg = &dir_arg;
+            scope.spawn(move || {
+                for i in 0..calls {
+                    let set = json!({ "key": format!("p{w}/{i}"), "value": i }).to_string();
+                    let (out, v) = call(&["--storage-dir", dir_arg, "--args", &set, "remember"]);
+                    assert!(out.status.success(), "p{w}/{i}: {out:?}");
+                    assert_eq!(v["data"]["stored"], true, "{v}");
+                }
+            });
+        }
+    });
+    let store = executa::host::DirStorage::open(&dir).expect("read the directory back");
+    for w in 0..writers {
+        for i in 0..calls {
+            assert_eq!(
+                store.value("user", &format!("p{w}/{i}")),
+                Some(json!(i)),
+                "p{w}/{i}"
+            );
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
 #[cfg(unix)] // its sampling command is a sh command line (`tr`, `>&2`)
 fn check_takes_the_local_backends_too() {
     let dir = scratch("check");

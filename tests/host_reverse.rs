@@ -278,6 +278,28 @@ fn a_quick_service_is_answered_on_the_reader_and_any_other_on_a_worker() {
     }
 }
 
+/// The host refuses a storage call past the Agent's 200 per invoke, -32024
+/// `QUOTA_EXCEEDED`, and a new invoke has its own budget (issue 36, item 6: 400 calls in
+/// one invoke were all served).
+#[test]
+fn the_storage_budget_of_an_invoke_is_enforced() {
+    let handlers = Handlers::new().service(Arc::new(MemoryStorage::new()));
+    let host = tools(&[], opts(), handlers);
+    for _ in 0..2 {
+        let r = host
+            .invoke("storage_many", &json!({ "n": 203 }))
+            .expect("storage_many");
+        assert!(r.success, "{:?}", r.error);
+        assert_eq!(r.data["answered"], 200, "{}", r.data);
+        assert_eq!(
+            r.data["codes"],
+            json!([-32024, -32024, -32024]),
+            "{}",
+            r.data
+        );
+    }
+}
+
 #[test]
 fn answers_to_a_plugin_that_reads_none_of_them_yet_wait_without_stalling_the_reader() {
     // The answers to 1,000 quick calls (84 KB) overflow the plugin's stdin pipe (64 KiB, or
@@ -288,6 +310,9 @@ fn answers_to_a_plugin_that_reads_none_of_them_yet_wait_without_stalling_the_rea
     let o = HostOptions {
         // Room for every answer whatever the pipe's size, so none is dropped for a full queue.
         write_queue: 2 * n,
+        // 1,000 calls in one invoke: past the Agent's storage budget, which is not what
+        // this test is about (`the_storage_budget_of_an_invoke_is_enforced` is).
+        gate_reverse_calls: false,
         ..opts()
     };
     let handlers = Handlers::new().service(Arc::new(MemoryStorage::new()));

@@ -39,6 +39,8 @@ mod call;
 mod check;
 #[path = "executa/describe.rs"]
 mod describe;
+#[path = "executa/interrupt.rs"]
+mod interrupt;
 #[path = "executa/new.rs"]
 mod new;
 
@@ -79,13 +81,17 @@ OPTIONS (every command):
 
 EXIT STATUS:
     0 success; 1 the plugin failed a check, returned success:false or an error;
-    2 usage error, or the plugin could not be started.
+    2 usage error, or the plugin could not be started; 130, 143 or 129 interrupted
+    by SIGINT (Ctrl-C), SIGTERM or SIGHUP, once what it started was stopped.
 ";
 
 fn main() -> ExitCode {
     executa::init_logger();
+    interrupt::catch();
     let argv: Vec<String> = std::env::args().skip(1).collect();
-    match run(argv) {
+    // A panic (a print to a terminal that hung up fails so) must still reach `finish`,
+    // which lets an interrupt's teardown end the plugins before the process exits.
+    let code = std::panic::catch_unwind(|| match run(argv) {
         Ok(code) => code,
         Err(Usage::Help(text)) => {
             print!("{text}");
@@ -95,7 +101,8 @@ fn main() -> ExitCode {
             eprintln!("executa: {msg}\nRun `executa --help` for usage.");
             ExitCode::from(2)
         }
-    }
+    });
+    interrupt::finish(code.unwrap_or(ExitCode::from(101)))
 }
 
 fn run(argv: Vec<String>) -> Result<ExitCode, Usage> {

@@ -22,7 +22,7 @@ use crate::Secret;
 use crate::error::{Error, Result, RpcError, codes};
 use crate::lock::lock;
 use crate::manifest::Manifest;
-use crate::protocol::ProtocolVersion;
+use crate::protocol::{DEFAULT_MAX_SAMPLING_CALLS, DEFAULT_MAX_TOKENS_PER_CALL, ProtocolVersion};
 use crate::wire;
 
 impl PluginProcess {
@@ -71,8 +71,8 @@ impl PluginProcess {
             "capabilities": {
                 "sampling": {
                     "modalities": ["text"],
-                    "maxTokensPerCall": 8192,
-                    "maxCallsPerInvoke": 8,
+                    "maxTokensPerCall": DEFAULT_MAX_TOKENS_PER_CALL,
+                    "maxCallsPerInvoke": DEFAULT_MAX_SAMPLING_CALLS,
                     "responseFormat": ["json_object", "json_schema"]
                 },
                 "fileTransport": opts.file_transport
@@ -376,7 +376,12 @@ struct ActiveInvoke<'a> {
 
 impl<'a> ActiveInvoke<'a> {
     fn register(shared: &'a Shared, id: &str) -> Self {
-        lock(&shared.invokes).insert(id.to_owned());
+        // Two calls with the same caller-chosen id share the entry (and its budget), as
+        // one invoke does on the Agent; the last to end removes it.
+        lock(&shared.invokes)
+            .entry(id.to_owned())
+            .or_default()
+            .calls += 1;
         ActiveInvoke {
             shared,
             id: id.to_owned(),
@@ -386,7 +391,13 @@ impl<'a> ActiveInvoke<'a> {
 
 impl Drop for ActiveInvoke<'_> {
     fn drop(&mut self) {
-        lock(&self.shared.invokes).remove(&self.id);
+        let mut invokes = lock(&self.shared.invokes);
+        if let Some(usage) = invokes.get_mut(&self.id) {
+            usage.calls -= 1;
+            if usage.calls == 0 {
+                invokes.remove(&self.id);
+            }
+        }
     }
 }
 

@@ -26,7 +26,7 @@ use crate::error::{RpcError, codes};
 use crate::id::Id;
 use crate::lock::lock;
 use crate::log_limit::NamedLimit;
-use crate::protocol::ProtocolVersion;
+use crate::protocol::{MAX_STORAGE_CALLS_PER_INVOKE, ProtocolVersion};
 use crate::threads::spawn as spawn_named;
 use crate::wire;
 
@@ -485,6 +485,9 @@ fn prepare(
     } else {
         claimed
     };
+    if shared.opts.gate_reverse_calls {
+        charge(shared, method, invoke_id.as_deref())?;
+    }
     Ok(ReverseCall {
         method: method.to_owned(),
         params,
@@ -512,18 +515,44 @@ fn gate(shared: &Shared, method: &str) -> Result<(), RpcError> {
     }
 }
 
+/// Counts a call against its invoke's budget, as the Agent does, refusing it once spent:
+/// `storage/*` and `files/*` share [`MAX_STORAGE_CALLS_PER_INVOKE`] (the `storage_token`'s
+/// `max_calls`), -32024 `QUOTA_EXCEEDED` past it, final for the invoke. (The sampling
+/// budgets depend on the answers' token counts, so the sampling backends keep them.) A
+/// call that names no invoke in flight has no budget to spend.
+fn charge(shared: &Shared, method: &str, invoke_id: Option<&str>) -> Result<(), RpcError> {
+    if !(method.starts_with("storage/") || method.starts_with("files/")) {
+        return Ok(());
+    }
+    let mut active = lock(&shared.invokes);
+    let Some(usage) = invoke_id.and_then(|id| active.get_mut(id)) else {
+        return Ok(());
+    };
+    if usage.storage_calls >= MAX_STORAGE_CALLS_PER_INVOKE {
+        return Err(RpcError::with_code(
+            codes::STORAGE_QUOTA_EXCEEDED,
+            "QUOTA_EXCEEDED",
+            format!(
+                "storage budget spent: at most {MAX_STORAGE_CALLS_PER_INVOKE} calls per invoke"
+            ),
+        ));
+    }
+    usage.storage_calls += 1;
+    Ok(())
+}
+
 /// The Agent's routing table for `params.context.invoke_id`.
 fn route(shared: &Shared, claimed: Option<String>) -> Result<Option<String>, RpcError> {
     let active = lock(&shared.invokes);
     let err = |sym: &str, why: String| RpcError::with_code(codes::INVALID_PARAMS, sym, why);
     match claimed {
-        Some(id) if active.contains(&id) => Ok(Some(id)),
+        Some(id) if active.contains_key(&id) => Ok(Some(id)),
         Some(id) => Err(err(
             "UNKNOWN_INVOKE_CONTEXT",
             format!("invoke_id {id:?} is not an invoke in flight"),
         )),
         None => match active.len() {
-            1 => Ok(active.iter().next().cloned()),
+            1 => Ok(active.keys().next().cloned()),
             0 => Err(err(
                 "UNKNOWN_INVOKE_CONTEXT",
                 "reverse calls are served only while an invoke is in flight".into(),

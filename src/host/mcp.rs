@@ -10,7 +10,7 @@
 
 use std::time::{Duration, Instant};
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use serde_json::{Map, Value, json};
 
@@ -26,7 +26,21 @@ pub(crate) use crate::protocol::{MCP_REVISIONS as REVISIONS, is_mcp_revision as 
 pub const PROPOSED: &str = REVISIONS[REVISIONS.len() - 1];
 /// Most `tools/list` pages read for one `describe`: a server whose cursors never end
 /// cannot keep the host reading (each page is bounded by the frame cap).
-const MAX_PAGES: usize = 100;
+pub const MAX_PAGES: usize = 100;
+/// Most bytes of `tools/list` results read for one `describe`, all pages together (the
+/// JSON text of each page's `result`). The page that crosses it is the last one read
+/// (a page is bounded by the frame cap, `HostOptions::max_frame_bytes`), so the host
+/// reads at most this plus one frame.
+pub const MAX_TOOLS_LIST_BYTES: usize = 16 * 1024 * 1024;
+/// Most tools read for one `describe`, all pages together.
+pub const MAX_TOOLS: usize = 10_000;
+/// Most memory the manifest made from `tools/list` may take, as estimated before it is
+/// built: each tool's JSON tree (kept in the tool's `extra`) and the parameter lists made
+/// from the schemas (where a `$ref` is expanded, its every use counts). A JSON tree costs
+/// 10 to 100 times its text (a small object is a whole B-tree node), so this cap, not
+/// [`MAX_TOOLS_LIST_BYTES`], is what bounds a list of many small schemas; it keeps the
+/// host's memory within a few times [`MAX_TOOLS_LIST_BYTES`].
+pub const MAX_TOOLS_HEAP_BYTES: usize = 64 * 1024 * 1024;
 
 /// What an `initialize` answer says about the protocol, read the same way by the host
 /// and by drivers that own the pipes (`executa bench`).
@@ -61,12 +75,27 @@ pub fn revision(result: &RawValue) -> Revision {
 
 /// `tools/list` read page by page, the same way by the host and by drivers that own the
 /// pipes (`executa bench`): the params of each request, and each page's result taken in,
-/// following `nextCursor` for at most 100 pages.
+/// following `nextCursor` within the caps named in `src/host/mcp.rs`: `MAX_PAGES` (100)
+/// pages, `MAX_TOOLS_LIST_BYTES` (16 MiB) of results, `MAX_TOOLS` (10,000) tools, and
+/// `MAX_TOOLS_HEAP_BYTES` (64 MiB), the memory the manifest made from them would take.
+/// Each tool is kept as the JSON text the server sent, never as a tree: the page is
+/// dropped once taken.
 #[derive(Default)]
 pub struct ToolsPager {
-    tools: Vec<Value>,
+    tools: Vec<Box<RawValue>>,
     cursor: Option<String>,
     pages: usize,
+    bytes: usize,
+    heap: usize,
+}
+
+/// A `tools/list` result, borrowed from the page's text.
+#[derive(Deserialize)]
+struct Page<'a> {
+    #[serde(borrow)]
+    tools: Option<&'a RawValue>,
+    #[serde(borrow, rename = "nextCursor")]
+    next_cursor: Option<&'a RawValue>,
 }
 
 impl ToolsPager {
@@ -79,37 +108,118 @@ impl ToolsPager {
     }
 
     /// Takes in one page's result: `Ok(true)` when it was the last, `Ok(false)` when the
-    /// next must be asked for. A page without a `tools` array, a cursor repeated, or more
-    /// than 100 pages are [`Error::Protocol`]. Never blocks.
+    /// next must be asked for. A page without a `tools` array, a cursor repeated, more
+    /// than `MAX_PAGES` pages, or a list past `MAX_TOOLS_LIST_BYTES`, `MAX_TOOLS` or
+    /// `MAX_TOOLS_HEAP_BYTES` are [`Error::Protocol`]s naming what was crossed. Never
+    /// blocks.
     pub fn take(&mut self, result: &RawValue) -> Result<bool> {
-        let mut page: Value = serde_json::from_str(result.get())?;
-        let Some(Value::Array(list)) = page.get_mut("tools").map(Value::take) else {
-            return Err(Error::Protocol(format!(
-                "tools/list result has no `tools` array: {}",
-                snippet(result.get())
-            )));
-        };
-        self.tools.extend(list);
+        self.bytes = self.bytes.saturating_add(result.get().len());
         self.pages += 1;
-        match page.get("nextCursor").and_then(Value::as_str) {
-            Some(next) if self.cursor.as_deref() == Some(next) => Err(Error::Protocol(format!(
-                "tools/list returned the cursor {next:?} it was given: the pages never end"
-            ))),
+        if self.bytes > MAX_TOOLS_LIST_BYTES {
+            return Err(past_cap(
+                format!("{} bytes in {} pages", self.bytes, self.pages),
+                MAX_TOOLS_LIST_BYTES,
+                "MAX_TOOLS_LIST_BYTES",
+            ));
+        }
+        let (list, next) = read_page(result)?;
+        if self.tools.len() + list.len() > MAX_TOOLS {
+            return Err(past_cap(
+                format!("{} tools", self.tools.len() + list.len()),
+                MAX_TOOLS,
+                "MAX_TOOLS",
+            ));
+        }
+        self.keep(&list)?;
+        match next {
+            Some(next) if self.cursor.as_deref() == Some(next.as_str()) => {
+                Err(Error::Protocol(format!(
+                    "tools/list returned the cursor {next:?} it was given: the pages never end"
+                )))
+            }
             Some(next) if !next.is_empty() && self.pages == MAX_PAGES => Err(Error::Protocol(
-                format!("tools/list: more than {MAX_PAGES} pages; stopped reading"),
+                format!("tools/list: more than {MAX_PAGES} pages (MAX_PAGES); stopped reading"),
             )),
             Some(next) if !next.is_empty() => {
-                self.cursor = Some(next.to_owned());
+                self.cursor = Some(next);
                 Ok(false)
             }
             _ => Ok(true),
         }
     }
 
-    /// The tools of every page taken, in order.
-    pub fn into_tools(self) -> Vec<Value> {
+    /// Copies a page's tools, counting the memory their trees will take.
+    fn keep(&mut self, list: &[&RawValue]) -> Result<()> {
+        for tool in list {
+            self.heap = self.heap.saturating_add(super::json_cost::tree_cost(tool)?);
+            if self.heap > MAX_TOOLS_HEAP_BYTES {
+                return Err(past_heap_cap(self.heap));
+            }
+        }
+        self.tools.extend(list.iter().map(|t| (*t).to_owned()));
+        Ok(())
+    }
+
+    /// The tools of every page taken, in order, each the JSON text the server sent.
+    pub fn into_tools(self) -> Vec<Box<RawValue>> {
         self.tools
     }
+}
+
+/// A page's tools (borrowed) and its `nextCursor` when that is a string.
+fn read_page(result: &RawValue) -> Result<(Vec<&RawValue>, Option<String>)> {
+    // Serde would also read a struct from an array (`[tools, nextCursor]`): not a page.
+    let is_object = result.get().trim_start().starts_with('{');
+    let page = serde_json::from_str::<Page>(result.get())
+        .ok()
+        .filter(|_| is_object);
+    let list = page
+        .as_ref()
+        .and_then(|p| p.tools)
+        .and_then(|t| serde_json::from_str::<Vec<&RawValue>>(t.get()).ok());
+    let Some(list) = list else {
+        return Err(Error::Protocol(format!(
+            "tools/list result has no `tools` array: {}",
+            snippet(result.get())
+        )));
+    };
+    let next = page
+        .and_then(|p| p.next_cursor)
+        .and_then(|c| serde_json::from_str::<String>(c.get()).ok());
+    Ok((list, next))
+}
+
+/// The error for a `tools/list` past one of its caps: what was read, the cap and its name.
+fn past_cap(what: String, cap: usize, name: &str) -> Error {
+    Error::Protocol(format!(
+        "tools/list: {what}, past the cap of {cap} ({name}); stopped reading"
+    ))
+}
+
+/// The error for a `tools/list` whose manifest would take more than
+/// [`MAX_TOOLS_HEAP_BYTES`].
+pub(super) fn past_heap_cap(estimate: usize) -> Error {
+    Error::Protocol(format!(
+        "tools/list: the manifest made from these tools would take more than {estimate} \
+         bytes of memory, past the cap of {MAX_TOOLS_HEAP_BYTES} (MAX_TOOLS_HEAP_BYTES); \
+         refused"
+    ))
+}
+
+/// Every tool as one `{"tools": [...]}`, each tool's text as the server sent it; each is
+/// freed once copied.
+fn join_tools(tools: Vec<Box<RawValue>>) -> Result<Box<RawValue>> {
+    let len = tools.iter().map(|t| t.get().len() + 1).sum::<usize>();
+    let mut text = String::with_capacity(len + 16);
+    text.push_str("{\"tools\":[");
+    for (i, tool) in tools.into_iter().enumerate() {
+        if i > 0 {
+            text.push(',');
+        }
+        text.push_str(tool.get());
+    }
+    text.push_str("]}");
+    Ok(RawValue::from_string(text)?)
 }
 
 /// Whether an error answering the Executa `initialize` reads like a refusal of its
@@ -192,9 +302,10 @@ impl PluginProcess {
         self.initialize_mcp(self.shared.fresh_id(), start)
     }
 
-    /// `tools/list`, following `nextCursor` for at most [`MAX_PAGES`] pages, all within
-    /// `timeout`: the tools of every page as one `{"tools": [...]}`. A page without a
-    /// `tools` array, a cursor repeated or more pages than that are [`Error::Protocol`].
+    /// `tools/list`, following `nextCursor` within the caps of [`ToolsPager`], all within
+    /// `timeout`: the tools of every page as one `{"tools": [...]}`, each tool's text as
+    /// the server sent it. A page without a `tools` array, a cursor repeated or a list
+    /// past a cap is an [`Error::Protocol`].
     pub(super) fn list_tools(&self, timeout: Duration) -> Result<Box<RawValue>> {
         let deadline = Instant::now() + timeout;
         let mut pager = ToolsPager::default();
@@ -210,8 +321,8 @@ impl PluginProcess {
                 .shared
                 .request("tools/list", Some(&pager.params()), left)?;
             if pager.take(&raw)? {
-                let tools = pager.into_tools();
-                return Ok(serde_json::value::to_raw_value(&json!({ "tools": tools }))?);
+                drop(raw);
+                return join_tools(pager.into_tools());
             }
         }
     }
@@ -414,10 +525,9 @@ mod tests {
                 .take(&raw(json!({"tools": [{"name": "b"}]})))
                 .expect("the last page")
         );
-        assert_eq!(
-            pager.into_tools(),
-            vec![json!({"name": "a"}), json!({"name": "b"})]
-        );
+        let tools = pager.into_tools();
+        let tools: Vec<&str> = tools.iter().map(|t| t.get()).collect();
+        assert_eq!(tools, [r#"{"name":"a"}"#, r#"{"name":"b"}"#]);
         let mut pager = ToolsPager::default();
         assert!(!pager.take(&first).expect("a page"));
         assert!(
@@ -437,10 +547,94 @@ mod tests {
             matches!(pages[MAX_PAGES - 1], Err(Error::Protocol(_))),
             "past the cap"
         );
-        assert!(matches!(
-            ToolsPager::default().take(&raw(json!({"items": []}))),
-            Err(Error::Protocol(_))
-        ));
+        let no_lists = [
+            json!({"items": []}),
+            json!({"tools": {}}),
+            json!([]),
+            json!([[{"name": "a"}]]),
+        ];
+        for no_list in no_lists {
+            assert!(matches!(
+                ToolsPager::default().take(&raw(no_list)),
+                Err(Error::Protocol(_))
+            ));
+        }
+        let mut pager = ToolsPager::default();
+        let odd_cursor = raw(json!({"tools": [], "nextCursor": 7}));
+        assert!(
+            pager
+                .take(&odd_cursor)
+                .expect("a cursor not a string ends the list")
+        );
+    }
+
+    /// The text is kept as sent: a page's tools are the server's bytes, spaces and all.
+    #[test]
+    fn the_pager_keeps_each_tool_as_sent_and_joins_them() {
+        let page = RawValue::from_string(
+            r#"{"tools": [ {"name": "a", "inputSchema": {"type": "object"}} ,{"name":"b"}]}"#
+                .to_owned(),
+        )
+        .expect("JSON");
+        let mut pager = ToolsPager::default();
+        assert!(pager.take(&page).expect("a page"));
+        let joined = join_tools(pager.into_tools()).expect("joined");
+        assert_eq!(
+            joined.get(),
+            r#"{"tools":[{"name": "a", "inputSchema": {"type": "object"}},{"name":"b"}]}"#
+        );
+        let empty = join_tools(ToolsPager::default().into_tools()).expect("joined");
+        assert_eq!(empty.get(), r#"{"tools":[]}"#);
+    }
+
+    fn error_text<T: std::fmt::Debug>(r: Result<T>) -> String {
+        match r {
+            Err(Error::Protocol(why)) => why,
+            other => panic!("expected a protocol error, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn the_pager_refuses_a_list_past_its_bytes_or_its_count_by_name() {
+        let text = "x".repeat(MAX_TOOLS_LIST_BYTES / 4);
+        let page = |cursor: &str| {
+            let tools = json!([{"name": "t", "description": text}]);
+            serde_json::value::to_raw_value(&json!({"tools": tools, "nextCursor": cursor}))
+                .expect("JSON")
+        };
+        let mut pager = ToolsPager::default();
+        for i in 0..3 {
+            assert!(!pager.take(&page(&format!("c{i}"))).expect("under the cap"));
+        }
+        let why = error_text(pager.take(&page("c3")));
+        assert!(
+            why.contains("MAX_TOOLS_LIST_BYTES") && why.contains("4 pages"),
+            "{why}"
+        );
+
+        let many: Vec<Value> = (0..=MAX_TOOLS)
+            .map(|i| json!({"name": i.to_string()}))
+            .collect();
+        let many = serde_json::value::to_raw_value(&json!({"tools": many})).expect("JSON");
+        let why = error_text(ToolsPager::default().take(&many));
+        assert!(
+            why.contains("MAX_TOOLS") && why.contains("10001 tools"),
+            "{why}"
+        );
+    }
+
+    /// A page of small objects is a few MiB of text but a tree many times that: refused
+    /// from the estimate, before any tree is built.
+    #[test]
+    fn the_pager_refuses_tools_whose_trees_pass_the_heap_cap() {
+        let tool = json!({"name": "t", "inputSchema": {"type": "object", "properties":
+            (0..400).map(|i| (format!("p{i}"), json!({"type": "integer"})))
+                .collect::<Map<String, Value>>()}});
+        let page = json!({"tools": vec![tool; 400]});
+        let page = serde_json::value::to_raw_value(&page).expect("JSON");
+        assert!(page.get().len() < MAX_TOOLS_LIST_BYTES / 2);
+        let why = error_text(ToolsPager::default().take(&page));
+        assert!(why.contains("MAX_TOOLS_HEAP_BYTES"), "{why}");
     }
 
     #[test]

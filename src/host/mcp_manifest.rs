@@ -7,9 +7,13 @@
 use std::collections::HashSet;
 use std::time::Duration;
 
+use serde_json::Value;
 use serde_json::value::RawValue;
-use serde_json::{Map, Value};
 
+use serde::Deserialize;
+
+use super::json_cost::{PARAM_COST, array_cost, string_cost, tree_cost, value_cost};
+use super::mcp::{MAX_TOOLS_HEAP_BYTES, past_heap_cap};
 use super::types::{Handshake, snippet};
 use crate::error::{Error, Result};
 use crate::manifest::{Manifest, Param, ParamType, ToolSpec};
@@ -22,14 +26,46 @@ const MAX_DEPTH: usize = 8;
 /// `extra`, as received; `parameters` and `timeout` would be read as the manifest's).
 const TAKEN: [&str; 4] = ["name", "description", "parameters", "timeout"];
 
+/// The tools of a `{"tools": [...]}`, borrowed from its text.
+#[derive(Deserialize)]
+struct ToolList<'a> {
+    #[serde(borrow)]
+    tools: Option<&'a RawValue>,
+}
+
 /// The manifest of an MCP server: `tools` is the `{"tools": [...]}` the host read with
 /// `tools/list`, `handshake` what its `initialize` said (absent when it was skipped).
-/// A tool without a string `name` is an [`Error::Protocol`].
+/// A tool without a string `name`, or tools whose manifest would take more than
+/// [`MAX_TOOLS_HEAP_BYTES`], are an [`Error::Protocol`].
 pub(crate) fn manifest(handshake: Option<&Handshake>, tools: &RawValue) -> Result<Manifest> {
-    let v: Value = serde_json::from_str(tools.get())?;
-    let list = v.get("tools").and_then(Value::as_array);
+    let list = serde_json::from_str::<ToolList>(tools.get())
+        .ok()
+        .and_then(|l| l.tools)
+        .and_then(|t| serde_json::from_str::<Vec<&RawValue>>(t.get()).ok())
+        .unwrap_or_default();
+    manifest_from(handshake, &list)
+}
+
+/// The manifest of an MCP server from its raw `initialize` result and the tools of every
+/// `tools/list` page ([`ToolsPager::into_tools`](super::mcp::ToolsPager::into_tools)), as
+/// [`PluginProcess::describe`](super::PluginProcess::describe) makes it: for drivers
+/// that read the server's pipes themselves (`executa bench`). An `initialize` result
+/// naming a revision outside [`REVISIONS`](super::mcp::REVISIONS), a tool without a
+/// string `name`, or tools whose manifest would take more than `MAX_TOOLS_HEAP_BYTES`
+/// (64 MiB, named in `src/host/mcp.rs`) are an [`Error::Protocol`].
+/// Never blocks.
+pub fn manifest_of(initialize_result: &RawValue, tools: &[Box<RawValue>]) -> Result<Manifest> {
+    let handshake = super::mcp::read_handshake(initialize_result, Duration::ZERO)?;
+    let list: Vec<&RawValue> = tools.iter().map(AsRef::as_ref).collect();
+    manifest_from(Some(&handshake), &list)
+}
+
+/// The manifest from the handshake and each tool's text, made one tool at a time within
+/// [`MAX_TOOLS_HEAP_BYTES`].
+fn manifest_from(handshake: Option<&Handshake>, list: &[&RawValue]) -> Result<Manifest> {
     let info = handshake.and_then(|h| h.server_info.as_ref());
     let text = |key: &str| info.and_then(|i| i.get(key)).and_then(Value::as_str);
+    let mut budget = Budget::default();
     Ok(Manifest {
         name: text("name").unwrap_or_default().to_owned(),
         display_name: text("title").map(str::to_owned),
@@ -41,62 +77,84 @@ pub(crate) fn manifest(handshake: Option<&Handshake>, tools: &RawValue) -> Resul
             .to_owned(),
         homepage: text("websiteUrl").map(str::to_owned),
         tools: list
-            .map(|l| l.iter().map(tool).collect::<Result<Vec<_>>>())
-            .transpose()?
-            .unwrap_or_default(),
+            .iter()
+            .map(|t| tool(t, &mut budget))
+            .collect::<Result<Vec<_>>>()?,
         ..Manifest::default()
     })
 }
 
-/// The manifest of an MCP server from its raw `initialize` result and the tools of every
-/// `tools/list` page, as [`PluginProcess::describe`](super::PluginProcess::describe) makes it: for drivers
-/// that read the server's pipes themselves (`executa bench`). An `initialize` result
-/// naming a revision outside [`REVISIONS`](super::mcp::REVISIONS), or a tool without a
-/// string `name`, is an [`Error::Protocol`]. Never blocks.
-pub fn manifest_of(initialize_result: &RawValue, tools: Vec<Value>) -> Result<Manifest> {
-    let handshake = super::mcp::read_handshake(initialize_result, Duration::ZERO)?;
-    let tools = serde_json::value::to_raw_value(&serde_json::json!({ "tools": tools }))?;
-    manifest(Some(&handshake), &tools)
-}
-
 /// One MCP tool: its description (else its title), its parameters from `inputSchema`,
 /// and every other field (`inputSchema` itself, `title`, `outputSchema`, `annotations`,
-/// ...) kept in `extra`.
-fn tool(t: &Value) -> Result<ToolSpec> {
-    let Some(name) = t.get("name").and_then(Value::as_str) else {
-        return Err(Error::Protocol(format!(
+/// ...) kept in `extra`. Its tree is paid for from `budget` before it is parsed.
+fn tool(raw: &RawValue, budget: &mut Budget) -> Result<ToolSpec> {
+    budget.spend(tree_cost(raw)?.saturating_add(size_of::<ToolSpec>()))?;
+    let no_name = || {
+        Error::Protocol(format!(
             "a tools/list entry has no string `name`: {}",
-            snippet(&t.to_string())
-        )));
+            snippet(raw.get())
+        ))
+    };
+    let Value::Object(mut t) = serde_json::from_str(raw.get())? else {
+        return Err(no_name());
+    };
+    let Some(Value::String(name)) = t.remove("name") else {
+        return Err(no_name());
     };
     let text = |key: &str| t.get(key).and_then(Value::as_str);
+    let description = text("description")
+        .or_else(|| text("title"))
+        .unwrap_or_default()
+        .to_owned();
     let schema = t.get("inputSchema").unwrap_or(&Value::Null);
-    let params = parameters(schema, schema, 0);
-    let extra: Map<String, Value> = t
-        .as_object()
-        .into_iter()
-        .flatten()
-        .filter(|(k, _)| !TAKEN.contains(&k.as_str()))
-        .map(|(k, v)| (k.clone(), v.clone()))
-        .collect();
+    let params = parameters(schema, schema, 0, budget)?;
+    // The tool's own fields move into `extra`: the tree is never copied.
+    t.retain(|k, _| !TAKEN.contains(&k.as_str()));
     Ok(ToolSpec {
-        name: name.to_owned(),
-        description: text("description")
-            .or_else(|| text("title"))
-            .unwrap_or_default()
-            .to_owned(),
+        name,
+        description,
         parameters: serde_json::to_value(params)?,
         timeout: None,
-        extra,
+        extra: t,
     })
 }
 
+/// The estimated heap of a manifest being made, which may not pass
+/// [`MAX_TOOLS_HEAP_BYTES`].
+#[derive(Default)]
+struct Budget {
+    spent: usize,
+}
+
+impl Budget {
+    /// Counts `bytes` more; past the cap, an [`Error::Protocol`] naming it.
+    fn spend(&mut self, bytes: usize) -> Result<()> {
+        self.spent = self.spent.saturating_add(bytes);
+        if self.spent > MAX_TOOLS_HEAP_BYTES {
+            return Err(past_heap_cap(self.spent));
+        }
+        Ok(())
+    }
+
+    /// Clones `v` once it is paid for.
+    fn copy(&mut self, v: &Value) -> Result<Value> {
+        self.spend(value_cost(v))?;
+        Ok(v.clone())
+    }
+}
+
 /// The top-level properties of an object schema as parameters (none for a schema
-/// without `properties`).
-fn parameters(schema: &Value, root: &Value, depth: usize) -> Vec<Param> {
+/// without `properties`). Each parameter, and each value copied into one, is paid for
+/// from `budget` (a `$ref` used many times is copied as many times).
+fn parameters(
+    schema: &Value,
+    root: &Value,
+    depth: usize,
+    budget: &mut Budget,
+) -> Result<Vec<Param>> {
     let schema = resolve(schema, root);
     let Some(props) = schema.get("properties").and_then(Value::as_object) else {
-        return Vec::new();
+        return Ok(Vec::new());
     };
     let required: HashSet<&str> = schema
         .get("required")
@@ -105,16 +163,27 @@ fn parameters(schema: &Value, root: &Value, depth: usize) -> Vec<Param> {
         .flatten()
         .filter_map(Value::as_str)
         .collect();
+    budget.spend(array_cost(props.len()))?;
     props
         .iter()
-        .map(|(name, s)| param(name, s, required.contains(name.as_str()), root, depth))
+        .map(|(name, s)| {
+            let required = required.contains(name.as_str());
+            param(name, s, required, root, depth, budget)
+        })
         .collect()
 }
 
 /// One property: its type (that of the one non-null branch of an `anyOf`/`oneOf`, as
 /// `Optional[T]` is written), description (else title), `required`, `default`, `enum`
 /// (or `const`); an array's `items` schema as given; an object's own properties, nested.
-fn param(name: &str, s: &Value, required: bool, root: &Value, depth: usize) -> Param {
+fn param(
+    name: &str,
+    s: &Value,
+    required: bool,
+    root: &Value,
+    depth: usize,
+    budget: &mut Budget,
+) -> Result<Param> {
     let s = resolve(s, root);
     let branch = sole_branch(s, root).unwrap_or(s);
     let text = |key: &str| {
@@ -123,28 +192,32 @@ fn param(name: &str, s: &Value, required: bool, root: &Value, depth: usize) -> P
             .find_map(|v| v.get(key).and_then(Value::as_str))
     };
     let kind = kind_of(branch);
-    let mut p = Param::new(
-        name,
-        kind,
-        text("description").or_else(|| text("title")).unwrap_or(""),
-    );
+    let description = text("description").or_else(|| text("title")).unwrap_or("");
+    budget.spend(PARAM_COST + string_cost(name.len()) + string_cost(description.len()))?;
+    let mut p = Param::new(name, kind, description);
     p.required = required;
-    p.default = s.get("default").cloned();
-    p.allowed = [s, branch]
+    p.default = s.get("default").map(|d| budget.copy(d)).transpose()?;
+    let allowed = [s, branch]
         .iter()
         .find_map(|v| match (v.get("enum"), v.get("const")) {
-            (Some(Value::Array(values)), _) => Some(values.clone()),
-            (_, Some(value)) => Some(vec![value.clone()]),
+            (Some(values @ Value::Array(_)), _) => Some(values),
+            (_, Some(value)) => Some(value),
             _ => None,
         });
+    p.allowed = match allowed.map(|a| budget.copy(a)).transpose()? {
+        Some(Value::Array(values)) => Some(values),
+        Some(value) => Some(vec![value]),
+        None => None,
+    };
     if kind == ParamType::Array {
-        p.items = branch.get("items").map(|i| resolve(i, root).clone());
+        let items = branch.get("items").map(|i| resolve(i, root));
+        p.items = items.map(|i| budget.copy(i)).transpose()?;
     }
     if kind == ParamType::Object && depth < MAX_DEPTH {
-        let nested = parameters(branch, root, depth + 1);
+        let nested = parameters(branch, root, depth + 1, budget)?;
         p.properties = (!nested.is_empty()).then_some(nested);
     }
-    p
+    Ok(p)
 }
 
 /// The one non-`null` member of an `anyOf` or `oneOf`, if there is exactly one.
@@ -204,8 +277,16 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    fn raw(v: Value) -> Box<RawValue> {
+        serde_json::value::to_raw_value(&v).expect("JSON")
+    }
+
     fn params_of(schema: Value) -> Vec<Value> {
-        let t = tool(&json!({"name": "t", "inputSchema": schema})).expect("a tool");
+        let t = tool(
+            &raw(json!({"name": "t", "inputSchema": schema})),
+            &mut Budget::default(),
+        )
+        .expect("a tool");
         assert!(
             t.extra.contains_key("inputSchema"),
             "the raw schema is kept"
@@ -268,6 +349,56 @@ mod tests {
                 .map(|_| n["properties"][0].clone());
         }
         assert_eq!(depth, MAX_DEPTH + 1, "a self-referring schema ends");
+    }
+
+    /// A 300-byte schema whose object refers to itself ten times would expand into 10^8
+    /// parameters: it is refused once the expansion passes the heap cap, by name.
+    #[test]
+    fn a_self_referring_schema_that_would_expand_without_bound_is_refused() {
+        let node = json!({"type": "object", "properties":
+            ("abcdefghij".chars().map(|c| (c.to_string(), json!({"$ref": "#/$defs/N"}))))
+                .collect::<serde_json::Map<String, Value>>()});
+        let tool = raw(json!({"name": "t", "inputSchema": {"type": "object",
+            "$defs": {"N": node}, "properties": {"root": {"$ref": "#/$defs/N"}}}}));
+        assert!(tool.get().len() < 400);
+        match tool_of(&tool) {
+            Err(Error::Protocol(why)) => assert!(why.contains("MAX_TOOLS_HEAP_BYTES"), "{why}"),
+            other => panic!("expected a refusal, got {other:?}"),
+        }
+        let items = json!({"type": "array", "items": {"$ref": "#/$defs/Big"}});
+        let props: serde_json::Map<String, Value> = (0..5000)
+            .map(|i| (format!("p{i}"), items.clone()))
+            .collect();
+        let big: Vec<Value> = (0..5000).map(|i| json!({"const": i})).collect();
+        let tool = raw(json!({"name": "t", "inputSchema": {"type": "object",
+            "$defs": {"Big": {"anyOf": big}}, "properties": props}}));
+        assert!(
+            matches!(tool_of(&tool), Err(Error::Protocol(_))),
+            "each copy counts"
+        );
+    }
+
+    fn tool_of(raw: &RawValue) -> Result<ToolSpec> {
+        tool(raw, &mut Budget::default())
+    }
+
+    /// The estimate counts a tree, not its text: small objects cost a B-tree node each,
+    /// a long string about its length; a parsed value is estimated as its text is.
+    #[test]
+    fn the_heap_estimate_counts_nodes_not_text() {
+        let cost = |v: &Value| tree_cost(&raw(v.clone())).expect("JSON");
+        let small: Vec<Value> = (0..1000).map(|i| json!({"a": i})).collect();
+        let small = Value::from(small);
+        assert!(
+            cost(&small) > 50 * small.to_string().len(),
+            "{}",
+            cost(&small)
+        );
+        let long = Value::from("x".repeat(100_000));
+        assert!((100_000..110_000).contains(&cost(&long)), "{}", cost(&long));
+        let mixed = json!({"tools": [{"name": "t", "n": [1, 2.5, null, true], "s": {"k": "v"}}]});
+        assert_eq!(cost(&mixed), value_cost(&mixed));
+        assert_eq!(cost(&small), value_cost(&small));
     }
 
     #[test]

@@ -46,7 +46,7 @@ pub(super) fn not_served(method: &str) -> RpcError {
 fn sole_invoke(shared: &Shared) -> Option<String> {
     let active = lock(&shared.invokes);
     match active.len() {
-        1 => active.iter().next().cloned(),
+        1 => active.keys().next().cloned(),
         _ => None,
     }
 }

@@ -75,6 +75,9 @@ mod core;
 mod dispatch;
 mod exit;
 mod file_transport;
+mod interrupts;
+mod json_cost;
+mod live;
 mod mcp;
 mod mcp_manifest;
 mod mcp_reverse;
@@ -103,15 +106,21 @@ pub use crate::protocol::{MCP_REVISIONS, is_mcp_revision};
 pub use affinity::{cpu_affinity, process_cpu_time, set_cpu_affinity};
 pub use backends::{
     CommandSampling, DEFAULT_COMMAND_TIMEOUT, DEFAULT_MAX_OUTPUT, DirStorage, MAX_ENTRIES,
-    MAX_VALUE_BYTES, MemoryStorage, STORAGE_FILE, ScriptedSampling,
+    MAX_STORAGE_FILE_BYTES, MAX_STORE_BYTES, MAX_VALUE_BYTES, MemoryStorage, STORAGE_FILE,
+    ScriptedSampling,
 };
 pub use client::Host;
 pub use command::PluginCommand;
 pub use context::{InvokeOptions, new_invoke_id};
 pub use dispatch::Handlers;
+pub use interrupts::{Interrupt, Interrupts};
+pub use live::{kill_all, shutdown_all};
 pub use mcp::{
-    PROPOSED as MCP_PROPOSED, Revision as McpRevision, ToolsPager as McpToolsPager,
-    revision as mcp_revision, suggests_version as suggests_mcp,
+    MAX_PAGES as MCP_MAX_PAGES, MAX_TOOLS as MCP_MAX_TOOLS,
+    MAX_TOOLS_HEAP_BYTES as MCP_MAX_TOOLS_HEAP_BYTES,
+    MAX_TOOLS_LIST_BYTES as MCP_MAX_TOOLS_LIST_BYTES, PROPOSED as MCP_PROPOSED,
+    Revision as McpRevision, ToolsPager as McpToolsPager, revision as mcp_revision,
+    suggests_version as suggests_mcp,
 };
 pub use mcp_manifest::manifest_of as mcp_manifest;
 pub use mcp_reverse::{sampling_result as mcp_sampling_result, to_executa as mcp_sampling_params};

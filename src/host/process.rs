@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use crossbeam_channel::{Sender, bounded};
+use crossbeam_channel::bounded;
 
 use super::command::PluginCommand;
 use super::dispatch::{Dispatcher, Handlers};
@@ -19,7 +19,7 @@ use super::options::HostOptions;
 use super::reader;
 use super::shared::{Shared, watch};
 use super::stderr::{self, StderrTail};
-use super::types::{ShutdownReport, StdoutNoise};
+use super::types::StdoutNoise;
 use super::writer;
 use crate::error::{Error, Result};
 use crate::lock::lock;
@@ -39,9 +39,6 @@ pub struct PluginProcess {
     pub(super) shared: Arc<Shared>,
     pub(super) dispatch: Dispatcher,
     pub(super) threads: Mutex<Vec<JoinHandle<()>>>,
-    pub(super) report: Mutex<Option<ShutdownReport>>,
-    /// Dropped when the shutdown sequence starts, which stops the watcher thread.
-    pub(super) stop_watch: Mutex<Option<Sender<()>>>,
 }
 
 impl PluginProcess {
@@ -66,6 +63,8 @@ impl PluginProcess {
         exit_notify: Option<ExitNotify>,
     ) -> Result<PluginProcess> {
         let label = opts.name.clone().unwrap_or_else(|| cmd.label());
+        // Counted from before the spawn, so that `shutdown_all` never misses it.
+        let starting = super::live::Starting::begin()?;
         let mut child = cmd.to_command().spawn().map_err(|e| {
             Error::Io(io::Error::new(
                 e.kind(),
@@ -83,22 +82,21 @@ impl PluginProcess {
         };
         let (stdin, writer_end) = writer::open(stdin, opts.write_queue, &label);
         let tail = Arc::new(StderrTail::new(opts.stderr_tail_lines));
+        let (stop_tx, stop_rx) = bounded::<()>(1);
         let shared = Arc::new(Shared::new(
             label.clone(),
-            child,
-            tree,
+            (child, tree),
             stdin,
             opts,
             tail.clone(),
             exit_notify,
+            stop_tx,
         ));
-        let (stop_tx, stop_rx) = bounded::<()>(1);
+        starting.register(&shared);
         let process = PluginProcess {
             shared: shared.clone(),
             dispatch: dispatch.clone(),
             threads: Mutex::new(Vec::new()),
-            report: Mutex::new(None),
-            stop_watch: Mutex::new(Some(stop_tx)),
         };
         let relay = shared.opts.stderr;
         let writer_spin = crate::spin::effective(shared.opts.spin);

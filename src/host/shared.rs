@@ -2,7 +2,7 @@
 //! and its exit watcher: the pending calls, the output queue, the child, what was
 //! negotiated, and how the end of the process is noticed and reported.
 
-use std::collections::HashSet;
+use std::collections::HashMap;
 use std::io;
 use std::process::{Child, ExitStatus};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::{Receiver, RecvTimeoutError};
+use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 use serde::Serialize;
 use serde_json::value::RawValue;
 
@@ -19,7 +19,7 @@ use super::options::{HostOptions, Protocol};
 use super::pending::Pending;
 use super::signal::{self, Signal};
 use super::stderr::StderrTail;
-use super::types::{Handshake, StdoutNoise, snippet};
+use super::types::{Handshake, ShutdownReport, StdoutNoise, snippet};
 use super::writer::PluginStdin;
 use crate::error::{Error, Result, RpcError};
 use crate::id::Id;
@@ -93,14 +93,19 @@ pub(crate) struct Shared {
     pub(super) refusals: Mutex<Vec<String>>,
     pub(super) negotiated: Mutex<Option<Handshake>>,
     pub(super) manifest: Mutex<Option<Arc<Manifest>>>,
-    /// Invoke ids currently in flight, for routing reverse calls.
-    pub(crate) invokes: Mutex<HashSet<String>>,
+    /// Invoke ids currently in flight, for routing reverse calls, with the budgets each
+    /// has spent.
+    pub(crate) invokes: Mutex<HashMap<String, InvokeUsage>>,
     pub(super) exit_notify: Option<ExitNotify>,
     pub(super) started: Instant,
     /// Set once the end of the process has been reported (by the reader or the watcher).
     pub(super) ended: AtomicBool,
     /// Set when the reader reaches the end of stdout.
     pub(super) stdout_closed: AtomicBool,
+    /// How the shutdown sequence ended, once it has run; held while it runs.
+    pub(super) report: Mutex<Option<ShutdownReport>>,
+    /// Dropped when the shutdown sequence starts, which stops the watcher thread.
+    pub(super) stop_watch: Mutex<Option<Sender<()>>>,
     /// Set once `initialize` has used [`INITIALIZE_ID`].
     pub(super) initialize_sent: AtomicBool,
     /// Whether the child is an MCP server: set from [`Protocol::Mcp`] at spawn, or when
@@ -109,18 +114,29 @@ pub(crate) struct Shared {
     mcp: AtomicBool,
 }
 
+/// What one invoke in flight has spent of the budgets the Agent enforces per invoke.
+#[derive(Debug, Default)]
+pub(crate) struct InvokeUsage {
+    /// The host's calls in flight with this invoke id (a caller may reuse one).
+    pub(crate) calls: u32,
+    /// `storage/*` and `files/*` calls served.
+    pub(crate) storage_calls: u64,
+}
+
 impl Shared {
     /// The state of a process just spawned.
     pub(super) fn new(
         label: String,
-        child: Child,
-        tree: ProcessTree,
+        (child, tree): (Child, ProcessTree),
         out: PluginStdin,
         opts: Arc<HostOptions>,
         stderr: Arc<StderrTail>,
         exit_notify: Option<ExitNotify>,
+        stop_watch: Sender<()>,
     ) -> Shared {
         Shared {
+            report: Mutex::new(None),
+            stop_watch: Mutex::new(Some(stop_watch)),
             label,
             pid: child.id(),
             tree,
@@ -140,7 +156,7 @@ impl Shared {
             refusals: Mutex::new(Vec::new()),
             negotiated: Mutex::new(None),
             manifest: Mutex::new(None),
-            invokes: Mutex::new(HashSet::new()),
+            invokes: Mutex::new(HashMap::new()),
             exit_notify,
             started: Instant::now(),
             ended: AtomicBool::new(false),
@@ -355,7 +371,7 @@ impl Shared {
 
     /// Whether `invoke_id` names an invoke in flight.
     pub(crate) fn invoke_active(&self, invoke_id: &str) -> bool {
-        lock(&self.invokes).contains(invoke_id)
+        lock(&self.invokes).contains_key(invoke_id)
     }
 
     /// Whether the child is an MCP server (see [`Shared::mcp`]).
@@ -525,7 +541,16 @@ impl Shared {
         let child = crate::sys::shell("exit 0").spawn()?;
         let tree = ProcessTree::adopt(&child);
         let tail = Arc::new(StderrTail::new(1));
-        let shared = Shared::new("test".into(), child, tree, out, Arc::new(opts), tail, None);
+        let (stop_watch, _) = crossbeam_channel::bounded(1);
+        let shared = Shared::new(
+            "test".into(),
+            (child, tree),
+            out,
+            Arc::new(opts),
+            tail,
+            None,
+            stop_watch,
+        );
         shared.wait_status(Duration::from_secs(30));
         Ok(Arc::new(shared))
     }

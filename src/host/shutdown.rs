@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use super::options::ShutdownPolicy;
 use super::process::PluginProcess;
-use super::shared::{self, CLOSE_WAIT, THREAD_JOIN_WAIT};
+use super::shared::{self, CLOSE_WAIT, Shared, THREAD_JOIN_WAIT};
 use super::signal::{self, Signal};
 use super::types::{ExitStage, ShutdownReport};
 use super::{dispatch, reader, writer};
@@ -31,29 +31,40 @@ impl PluginProcess {
     /// `SIGKILL`. Returns which step ended the process and its exit status. Calls still pending fail with [`Error::Disconnected`](crate::error::Error::Disconnected). Idempotent:
     /// a second call returns the first report without blocking.
     pub fn shutdown_with(&self, policy: &ShutdownPolicy) -> ShutdownReport {
+        let (report, first) = self.shared.shut_down(policy);
+        if first {
+            self.join_threads(THREAD_JOIN_WAIT);
+        }
+        report
+    }
+}
+
+impl Shared {
+    /// The sequence of [`PluginProcess::shutdown_with`] without the joining of the I/O
+    /// threads (which the `PluginProcess` owns); whether this call ran it. A call while
+    /// another runs it waits for that one's report.
+    pub(super) fn shut_down(&self, policy: &ShutdownPolicy) -> (ShutdownReport, bool) {
         let mut report = lock(&self.report);
         if let Some(r) = *report {
-            return r;
+            return (r, false);
         }
         // The shutdown sequence owns the child from here: stop the watcher.
         drop(lock(&self.stop_watch).take());
         let r = self.run_shutdown(policy);
         // Nothing the plugin started in its process group outlives it: a helper that
         // ignored SIGTERM, or survived a crash, would stay orphaned holding its pipes.
-        if let Err(e) = signal::kill_group_remnants(&self.shared.tree) {
-            log::debug!("[plugin:{}] group cleanup failed: {e}", self.shared.label);
+        if let Err(e) = signal::kill_group_remnants(&self.tree) {
+            log::debug!("[plugin:{}] group cleanup failed: {e}", self.label);
         }
-        self.shared
-            .pending
-            .close(&format!("plugin `{}` was shut down", self.shared.label));
-        self.join_threads(THREAD_JOIN_WAIT);
+        self.pending
+            .close(&format!("plugin `{}` was shut down", self.label));
         report_suppressed();
         *report = Some(r);
-        r
+        (r, true)
     }
 
     fn run_shutdown(&self, policy: &ShutdownPolicy) -> ShutdownReport {
-        let s = &self.shared;
+        let s = self;
         let start = Instant::now();
         s.closing.store(true, Ordering::Release);
         let done = |stage, status| ShutdownReport {
@@ -91,7 +102,9 @@ impl PluginProcess {
         s.signal(Signal::Kill);
         done(ExitStage::Killed, s.wait_status(policy.kill_wait))
     }
+}
 
+impl PluginProcess {
     /// Joins the I/O threads that have finished within `timeout`; the others are left
     /// detached (a reader blocked on a pipe some grandchild still holds cannot be woken).
     fn join_threads(&self, timeout: Duration) {

@@ -47,6 +47,11 @@ fn on_exit(core: &Core, generation: u64, events: &Receiver<Event>) -> bool {
         }
     }
     drop(dead);
+    // After `shutdown_all` the program is ending: nothing is started again.
+    if super::live::is_final() {
+        core.set_state(HostState::Stopped);
+        return false;
+    }
     if !policy.enabled {
         return true;
     }

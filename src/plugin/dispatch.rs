@@ -147,23 +147,15 @@ impl Service {
                 line,
                 id: Some(id),
                 method,
-                params,
             } => {
-                self.request(&line, &id, method, params.as_ref(), scratch);
+                self.request(&line, &id, method, scratch);
                 self.intake.recycle(line.into_buffer());
             }
             Job::Request { id: None, .. } => {}
         }
     }
 
-    fn request(
-        &self,
-        line: &Line,
-        id: &Range<usize>,
-        method: Method,
-        params: Option<&Range<usize>>,
-        scratch: &mut Scratch,
-    ) {
+    fn request(&self, line: &Line, id: &Range<usize>, method: Method, scratch: &mut Scratch) {
         let id = line.bytes(id);
         let frame = &mut scratch.frame;
         frame.clear();
@@ -183,26 +175,6 @@ impl Service {
                 };
                 wire::write_result(frame, id, &health);
             }
-            Method::Initialize => {
-                let text = params
-                    .and_then(|p| std::str::from_utf8(line.bytes(p)).ok())
-                    .unwrap_or("null");
-                let reply =
-                    self.peer
-                        .session
-                        .initialize(text, &self.name, &self.version, &self.uses);
-                wire::write_result(frame, id, &reply);
-            }
-            Method::Shutdown => {
-                log::info!("executa: `shutdown` received; refusing new invokes until stdin closes");
-                self.refuse_waiting(self.pool.restrict(Admission::Closed), None);
-                wire::write_result_by(frame, id, |out| out.extend_from_slice(b"{}"));
-            }
-            #[cfg(feature = "mcp")]
-            Method::McpInitialize(revision) => {
-                let reply = super::mcp::initialize_reply(revision, &self.manifest_json);
-                wire::write_result(frame, id, &reply);
-            }
             #[cfg(feature = "mcp")]
             Method::ToolsList => {
                 let list = self.peer.mcp.tools_list(&self.manifest_json);
@@ -215,6 +187,10 @@ impl Service {
                     RpcError::new(codes::METHOD_NOT_FOUND, format!("method not found: {name}"));
                 wire::write_error_to(frame, id, &error);
             }
+            // Only the lifecycle methods are left.
+            lifecycle => {
+                self.answer_lifecycle(&lifecycle, id, frame);
+            }
         }
         // A reply of any kind stays within the payload cap (a request's own text is quoted
         // short; a plugin's manifest or health report could still pass it).
@@ -222,6 +198,29 @@ impl Service {
         self.pool.replying();
         scratch.replying = true;
         self.peer.out.send_buffer(&mut scratch.frame, self.more());
+    }
+
+    /// Answers `initialize` or `shutdown`, which took effect as the reader read them, with
+    /// their reply in `frame` (then `shutdown` refuses the invokes still waiting for a slot).
+    /// Returns `false`, doing nothing, for any other method. The reader answers them so too
+    /// when it cannot queue them: a `BUSY` would say they had no effect.
+    pub(crate) fn answer_lifecycle(&self, method: &Method, id: &[u8], frame: &mut Vec<u8>) -> bool {
+        match method {
+            Method::Initialize(reply) => wire::write_result(frame, id, &**reply),
+            #[cfg(feature = "mcp")]
+            Method::McpInitialize(revision) => {
+                let reply = super::mcp::initialize_reply(revision, &self.manifest_json);
+                wire::write_result(frame, id, &reply);
+            }
+            Method::Shutdown => {
+                log::info!("executa: `shutdown` received; refusing new invokes until stdin closes");
+                self.refuse_waiting(self.pool.restrict(Admission::Closed), None);
+                wire::write_result_by(frame, id, |out| out.extend_from_slice(b"{}"));
+            }
+            _ => return false,
+        }
+        self.cap(frame, id, Reply::Other);
+        true
     }
 
     /// Answers `SHUTTING_DOWN` to invokes that never started, waiting for output room
@@ -291,7 +290,19 @@ impl Service {
         }
         let frame = &mut scratch.frame;
         frame.clear();
-        let InvokeJob { line, id, parts } = job;
+        #[cfg_attr(not(feature = "mcp"), allow(unused_mut))]
+        let InvokeJob {
+            line,
+            id,
+            mut parts,
+        } = job;
+        // An MCP call leaves the calls in flight once its reply is decided on (below).
+        #[cfg(feature = "mcp")]
+        let seen = parts
+            .as_mut()
+            .ok()
+            .and_then(|p| p.mcp.as_mut())
+            .and_then(|call| call.seen.take());
         let id = line.bytes(&id);
         let (ran, kind) = match parts {
             Ok(parts) => {
@@ -308,7 +319,7 @@ impl Service {
         self.cap(frame, id, kind);
         // MCP: a request the client cancelled is not answered (the spec's SHOULD NOT).
         #[cfg(feature = "mcp")]
-        if kind == Reply::Mcp && self.peer.mcp.take_cancelled(id) {
+        if seen.is_some_and(super::mcp::Seen::finish) {
             frame.clear();
         }
         match (line.into_buffer(), &mut scratch.line) {

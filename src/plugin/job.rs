@@ -72,12 +72,12 @@ pub(crate) fn span_of(line: &[u8], part: &str) -> Option<Range<usize>> {
 
 /// A unit of work for the dispatch side.
 pub(crate) enum Job {
-    /// A host request (`id` = `None`: a notification).
+    /// A host request (`id` = `None`: a notification). Its params, where a method reads
+    /// them (`initialize`), were read by the reader.
     Request {
         line: Line,
         id: Option<Range<usize>>,
         method: Method,
-        params: Option<Range<usize>>,
     },
     /// An invoke, its params read by the reader.
     Invoke(InvokeJob),
@@ -108,7 +108,9 @@ impl Job {
 /// the reader so workers match on an enum.
 #[derive(Debug)]
 pub(crate) enum Method {
-    Initialize,
+    /// An Executa `initialize`, recorded by the reader as it read it (so that every frame
+    /// read after it sees the session it negotiated): only its reply, this, is left to send.
+    Initialize(Box<Value>),
     Describe,
     Health,
     Shutdown,
@@ -126,11 +128,11 @@ pub(crate) enum Method {
 }
 
 impl Method {
+    /// The method named `name`; never `initialize`, which the reader handles itself.
     pub fn parse(name: &str) -> Method {
         match name {
             "describe" => Method::Describe,
             "health" => Method::Health,
-            "initialize" => Method::Initialize,
             "shutdown" => Method::Shutdown,
             #[cfg(feature = "mcp")]
             "tools/list" => Method::ToolsList,

@@ -10,6 +10,12 @@
 //! catches up. So no request waits behind another's handler for longer than that,
 //! whatever the tools did before.
 //!
+//! Lifecycle in reading order: what `initialize` negotiates is recorded here as it is read
+//! (only its reply is left to the dispatch side), and after `shutdown` every invoke read is
+//! refused here: a frame right behind either sees it, however the threads are scheduled.
+//! An MCP `tools/call` is entered among the calls in flight as it is read (`mcp/flight.rs`),
+//! so a cancellation names only a call read before it.
+//!
 //! Flow control: a request is queued when the request queue has room (bytes, see
 //! `intake.rs`). When it has none, the reader waits for room, so a flood stays in the pipe.
 //! While a handler waits on the host, the answer it waits for may be right behind the
@@ -83,6 +89,7 @@ pub(crate) fn start<R: Read + Send + 'static>(
             refused: 0,
             logged: None,
             spare: None,
+            shut: false,
         },
         batch: Batch::default(),
         spent: 0,
@@ -430,8 +437,8 @@ impl Batch {
 enum Parsed {
     /// An invoke: its id span in the line, and its params as read (or the error to answer).
     Invoke(Range<usize>, Result<InvokeParts, Box<RpcError>>),
-    /// Any other request with an id: its id and params spans in the line.
-    Request(Range<usize>, Method, Option<Range<usize>>),
+    /// Any other request with an id: its id span in the line.
+    Request(Range<usize>, Method),
     /// Anything else the dispatch side answers (a bad frame).
     Job(Job),
     /// Nothing more to do (a notification, an answer to one of our calls).
@@ -446,6 +453,9 @@ struct Reader {
     logged: Option<Instant>,
     /// A line buffer for the next copy (see `Scratch::line`).
     spare: Option<Vec<u8>>,
+    /// Whether `shutdown` was read: every invoke read after it is refused here, whenever
+    /// the dispatch side gets to the `shutdown` itself.
+    shut: bool,
 }
 
 impl Reader {
@@ -466,15 +476,18 @@ impl Reader {
                 id,
                 parts,
             }),
-            Parsed::Request(id, method, params) => Job::Request {
+            Parsed::Request(id, method) => Job::Request {
                 line: self.copy(line),
                 id: Some(id),
                 method,
-                params,
             },
             Parsed::Job(job) => job,
             Parsed::Done => return None,
         };
+        if self.shut {
+            self.after_shutdown(job, batch);
+            return None;
+        }
         if self.svc.may_inline() {
             match job.into_invoke() {
                 Ok(invoke) => return Some(invoke),
@@ -483,6 +496,19 @@ impl Reader {
         }
         self.queue(job, batch);
         None
+    }
+
+    /// Handles a job read after `shutdown`: an invoke is refused `SHUTTING_DOWN` here,
+    /// whenever the dispatch side gets to the `shutdown` itself; anything else is queued.
+    #[cold]
+    fn after_shutdown(&mut self, job: Job, batch: &mut Batch) {
+        match job.into_invoke() {
+            Ok(invoke) => {
+                batch.flush(&self.svc);
+                self.svc.refuse_waiting(vec![invoke], None);
+            }
+            Err(job) => self.queue(job, batch),
+        }
     }
 
     /// The line, copied into a buffer that travels with its job: the one the reader's last
@@ -505,8 +531,13 @@ impl Reader {
                 method,
                 params: Some(params),
             } if method == "notifications/cancelled" => {
-                if let Some(id) = super::mcp::cancelled_id(params.get()) {
-                    self.svc.peer.mcp.cancel(&id);
+                let id = super::mcp::cancelled_id(params.get());
+                if let Some(id) = id.filter(|id| !self.svc.peer.mcp.cancel(id))
+                    && log::log_enabled!(log::Level::Debug)
+                    && NOTIFICATION.allow("notification")
+                {
+                    let id = wire::elide(&id, wire::QUOTE_BYTES);
+                    log::debug!("executa: ignoring the cancellation of {id}: not in flight");
                 }
                 return Parsed::Done;
             }
@@ -521,35 +552,38 @@ impl Reader {
                 return Parsed::Done;
             }
             Message::Request {
-                id: Some(id),
+                id: Some(raw),
                 method,
                 params,
             } => {
-                let Some(id) = span_of(line, id.get()) else {
+                let Some(id) = span_of(line, raw.get()) else {
                     log::error!("executa: internal error: a parsed id is not in its line");
                     return Parsed::Done;
                 };
                 let params = params.map(|p| p.get());
                 #[cfg(feature = "mcp")]
-                {
-                    let mcp = &self.svc.peer.mcp;
-                    if method == "initialize"
-                        && let Some(revision) =
-                            mcp.on_initialize(&self.svc.peer.session, params.unwrap_or("null"))
+                if method == "tools/call" && self.svc.peer.mcp.is_active() {
+                    let mut parts = InvokeParts::read_mcp(&self.svc.tools, line, params);
+                    // Seen from now on: a cancellation read later may name it.
+                    if let Ok(InvokeParts {
+                        mcp: Some(call), ..
+                    }) = &mut parts
                     {
-                        let params = params.and_then(|p| span_of(line, p));
-                        return Parsed::Request(id, Method::McpInitialize(revision), params);
-                    } else if method == "tools/call" && mcp.is_active() {
-                        let parts = InvokeParts::read_mcp(&self.svc.tools, line, params);
-                        return Parsed::Invoke(id, parts);
+                        call.seen = Some(self.svc.peer.mcp.seen(raw.get()));
                     }
+                    return Parsed::Invoke(id, parts);
                 }
-                return if method == "invoke" {
-                    let parts = InvokeParts::read_or_refuse(&self.svc.tools, line, params);
-                    Parsed::Invoke(id, parts)
-                } else {
-                    let params = params.and_then(|p| span_of(line, p));
-                    Parsed::Request(id, self.method(&method), params)
+                return match &*method {
+                    "invoke" => {
+                        let parts = InvokeParts::read_or_refuse(&self.svc.tools, line, params);
+                        Parsed::Invoke(id, parts)
+                    }
+                    "initialize" => Parsed::Request(id, self.initialize(params)),
+                    "shutdown" => {
+                        self.shut = true;
+                        Parsed::Request(id, Method::Shutdown)
+                    }
+                    _ => Parsed::Request(id, self.method(&method)),
                 };
             }
             Message::Response { id, outcome } => {
@@ -584,6 +618,22 @@ impl Reader {
                 return Parsed::Done;
             }
         })
+    }
+
+    /// Records an `initialize` (its params text) as it is read, so that the session it
+    /// negotiates holds for every frame read after it, and returns what is left to do: its
+    /// reply. An MCP one makes the session MCP's; an Executa one ends MCP serving.
+    fn initialize(&self, params: Option<&str>) -> Method {
+        let (svc, params) = (&*self.svc, params.unwrap_or("null"));
+        #[cfg(feature = "mcp")]
+        if let Some(revision) = svc.peer.mcp.on_initialize(&svc.peer.session, params) {
+            return Method::McpInitialize(revision);
+        }
+        let reply = svc
+            .peer
+            .session
+            .initialize(params, &svc.name, &svc.version, &svc.uses);
+        Method::Initialize(Box::new(reply))
     }
 
     /// A method as served: MCP's own (`tools/list`, `ping`) are unknown outside an MCP
@@ -682,9 +732,23 @@ impl Reader {
     }
 
     /// Answers a job that could not be queued: -32000 `BUSY` for a request, its own error
-    /// for a bad frame. Waits for room in the output; only a closed output loses it.
+    /// for a bad frame, and its reply for `initialize` or `shutdown`, which took effect as
+    /// it was read. Waits for room in the output; only a closed output loses it.
     fn refuse(&mut self, job: Job) {
         let mut frame = Vec::with_capacity(160);
+        if let Job::Request {
+            line,
+            id: Some(id),
+            method,
+        } = &job
+            && self
+                .svc
+                .answer_lifecycle(method, line.bytes(id), &mut frame)
+        {
+            drop(job);
+            self.svc.peer.out.send(frame, false);
+            return;
+        }
         match &job {
             Job::Request {
                 line, id: Some(id), ..

@@ -225,6 +225,8 @@ pub(crate) type TimerWatch = RawFd;
 
 mod signals;
 pub(crate) use signals::stop_signals;
+#[cfg(feature = "host")]
+pub(crate) use signals::{StopSignals as HostSignals, host_signals, last_host_signal};
 
 /// An input the reader can wait on with a bound: its descriptor.
 pub(crate) type Waitable = RawFd;

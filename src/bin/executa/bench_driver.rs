@@ -7,8 +7,8 @@
 
 use std::io::{BufRead, BufReader, BufWriter, Read, Write};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{RecvTimeoutError, Sender, bounded};
@@ -56,6 +56,8 @@ pub struct Session {
     child: Child,
     /// Its process group (Windows: its job object), which the shutdown sequence reaches.
     tree: ProcessTree,
+    /// Counts the session as open until it is dropped (see [`OpenSession`]).
+    _open: OpenSession,
     stdin: BufWriter<ChildStdin>,
     stdout: BufReader<ChildStdout>,
     responder: Responder,
@@ -84,6 +86,7 @@ impl Session {
         timeouts: &Timeouts,
         backends: Backends,
     ) -> Result<Session, String> {
+        let open = OpenSession::new()?;
         let mut argv: Vec<String> = Vec::new();
         if let Some(cpu) = target.pin {
             argv.extend(["taskset".into(), "-c".into(), cpu.to_string()]);
@@ -107,6 +110,7 @@ impl Session {
         let mut session = Session {
             child,
             tree,
+            _open: open,
             stdin: BufWriter::with_capacity(64 * 1024, stdin),
             stdout: BufReader::with_capacity(64 * 1024, stdout),
             responder: Responder::new(Wire::Executa, backends),
@@ -288,7 +292,7 @@ impl Session {
     /// The fields the reading and writing sides borrow separately.
     fn parts(&mut self) -> Parts<'_> {
         (
-            &mut self.child,
+            (&mut self.child, &self.tree),
             &mut self.stdin,
             &mut self.stdout,
             &self.responder,
@@ -307,11 +311,63 @@ impl Session {
 }
 
 type Parts<'a> = (
-    &'a mut Child,
+    Plugin<'a>,
     &'a mut BufWriter<ChildStdin>,
     &'a mut BufReader<ChildStdout>,
     &'a Responder,
 );
+
+/// A session's plugin: its process and its tree, which the watchdog ends.
+type Plugin<'a> = (&'a mut Child, &'a ProcessTree);
+
+/// How many sessions are open, and its changes: an interrupt's teardown waits for them
+/// to close (the watchdog of the one running ends its plugin; `bench` then closes it).
+static OPEN: (Mutex<usize>, Condvar) = (Mutex::new(0), Condvar::new());
+
+/// How long an interrupt's teardown waits for the sessions to close: the watchdog's
+/// sequence (SIGTERM, 5 s, SIGKILL, 5 s) and the close's own, with room to spare.
+const CLOSE_WAIT: Duration = Duration::from_secs(30);
+
+/// One open session, counted until dropped.
+struct OpenSession(());
+
+impl OpenSession {
+    /// Counts a session about to start; refused once an interrupt's teardown runs.
+    fn new() -> Result<OpenSession, String> {
+        static WAIT_REGISTERED: std::sync::Once = std::sync::Once::new();
+        WAIT_REGISTERED.call_once(|| crate::interrupt::at_end(|| wait_closed(CLOSE_WAIT)));
+        let mut open = OPEN.0.lock().unwrap_or_else(|e| e.into_inner());
+        if crate::interrupt::interrupted() {
+            return Err("interrupted".to_owned());
+        }
+        *open += 1;
+        Ok(OpenSession(()))
+    }
+}
+
+impl Drop for OpenSession {
+    fn drop(&mut self) {
+        *OPEN.0.lock().unwrap_or_else(|e| e.into_inner()) -= 1;
+        OPEN.1.notify_all();
+    }
+}
+
+/// Waits until no session is open, at most `limit`.
+fn wait_closed(limit: Duration) {
+    let deadline = Instant::now() + limit;
+    let mut open = OPEN.0.lock().unwrap_or_else(|e| e.into_inner());
+    while *open > 0 {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return;
+        }
+        open = OPEN
+            .1
+            .wait_timeout(open, left)
+            .unwrap_or_else(|e| e.into_inner())
+            .0;
+    }
+}
 
 /// The writer thread takes credits and reverse-call answers from the reader.
 enum ToWriter {
@@ -321,7 +377,7 @@ enum ToWriter {
 
 #[allow(clippy::too_many_arguments)]
 fn pipelined(
-    child: &mut Child,
+    child: Plugin<'_>,
     stdin: &mut BufWriter<ChildStdin>,
     stdout: &mut BufReader<ChildStdout>,
     responder: &Responder,
@@ -645,13 +701,14 @@ fn shown(load: &Load) -> Option<usize> {
 /// `stall`: the kill closes the plugin's stdout, so a blocked read returns. The second
 /// thread naps 20 ms at a time, and wakes at once when `work` ends.
 fn with_watchdog<T>(
-    child: &mut Child,
+    (child, tree): Plugin<'_>,
     stall: Duration,
     done: &AtomicUsize,
     progress: Option<usize>,
     work: impl FnOnce() -> Result<T, String>,
 ) -> Result<T, String> {
     let killed = AtomicBool::new(false);
+    let interrupted = AtomicBool::new(false);
     // Nothing is ever sent: dropping the sender is the signal that `work` is over.
     let (over, is_over) = bounded::<()>(1);
     std::thread::scope(|s| {
@@ -663,6 +720,17 @@ fn with_watchdog<T>(
                 if let Some(total) = progress {
                     let _ = write!(err, "\rbench: {n}/{total} ({}%)", n * 100 / total.max(1));
                     let _ = err.flush();
+                }
+                if crate::interrupt::interrupted() {
+                    interrupted.store(true, Ordering::Release);
+                    // Its stdin is `work`'s, so the sequence starts at SIGTERM; the kill
+                    // closes its stdout, and `work` returns.
+                    let policy = ShutdownPolicy {
+                        stdin_grace: Duration::ZERO,
+                        ..ShutdownPolicy::default()
+                    };
+                    tree.shutdown(child, &policy);
+                    return;
                 }
                 if n != last.0 {
                     last = (n, Instant::now());
@@ -683,6 +751,9 @@ fn with_watchdog<T>(
         let out = work();
         drop(over);
         match out {
+            Err(_) if interrupted.load(Ordering::Acquire) => {
+                Err("interrupted: the plugin was stopped".to_owned())
+            }
             Err(e) if killed.load(Ordering::Acquire) => Err(format!(
                 "no reply for {:.1} s, the plugin was stopped ({e})",
                 stall.as_secs_f64()

@@ -31,9 +31,11 @@ pub fn initialized_frame() -> Vec<u8> {
 }
 
 /// The manifest the bench reads (tool names, parameter lists for placeholder arguments),
-/// made as the host makes it ([`executa::host::mcp_manifest`]).
-pub fn manifest(init: &RawValue, tools: Vec<Value>) -> Result<Manifest, String> {
-    executa::host::mcp_manifest(init, tools).map_err(|e| e.to_string())
+/// made as the host makes it ([`executa::host::mcp_manifest`]) from the tools the pager
+/// kept (each tool's text, within the host's caps on `tools/list`); the tools' text is
+/// freed once the manifest is made.
+pub fn manifest(init: &RawValue, tools: Vec<Box<RawValue>>) -> Result<Manifest, String> {
+    executa::host::mcp_manifest(init, &tools).map_err(|e| e.to_string())
 }
 
 /// The `tools/call` frame after its id: `,"method":"tools/call","params":{...}}` and the
@@ -203,7 +205,7 @@ mod tests {
     /// required properties, `$ref`s, `Optional` types and defaults.
     #[test]
     fn placeholders_come_from_input_schemas() {
-        let tools = vec![json!({
+        let tools = vec![raw(json!({
             "name": "order",
             "inputSchema": {
                 "type": "object",
@@ -218,7 +220,7 @@ mod tests {
                 },
                 "required": ["items", "speed"]
             }
-        })];
+        }))];
         let init = raw(json!({"protocolVersion": MCP_PROPOSED, "serverInfo": {"name": "py"}}));
         let m = manifest(&init, tools).unwrap();
         assert_eq!((m.name.as_str(), m.tools[0].name.as_str()), ("py", "order"));

@@ -150,6 +150,9 @@ pub fn unknown(flag: &str) -> Usage {
     Usage::Error(format!("unknown option `{flag}`"))
 }
 
+/// How long the CLI's end waits for a killed sampling command to be reaped.
+const SAMPLING_STOP_WAIT: Duration = Duration::from_secs(5);
+
 /// The local backends `--sampling-cmd CMD` and `--storage-dir DIR` choose (`call`, `check`).
 #[derive(Default)]
 pub struct Local {
@@ -189,11 +192,15 @@ impl Local {
         Ok(true)
     }
 
-    /// The sampling backend `--sampling-cmd` asks for, if it was given.
+    /// The sampling backend `--sampling-cmd` asks for, if it was given. Its commands
+    /// still running when the CLI ends are stopped then (interrupted or not).
     pub fn sampling(&self) -> Option<Arc<dyn Service>> {
-        self.sampling_cmd
-            .as_ref()
-            .map(|cmd| Arc::new(CommandSampling::new(cmd.clone())) as Arc<dyn Service>)
+        let cmd = Arc::new(CommandSampling::new(self.sampling_cmd.clone()?));
+        let running = cmd.clone();
+        crate::interrupt::at_end(move || {
+            running.stop_running(SAMPLING_STOP_WAIT);
+        });
+        Some(cmd)
     }
 
     /// The storage backend `--storage-dir` asks for (granting `scopes`), if it was given.

@@ -77,34 +77,37 @@ pub fn run(mut args: Args) -> Result<ExitCode, Usage> {
             return Ok(ExitCode::FAILURE);
         }
     };
-    let value: serde_json::Value = match serde_json::from_str(raw.get()) {
-        Ok(v) => v,
-        Err(e) => {
-            eprintln!("executa describe: unreadable answer: {e}");
-            return Ok(ExitCode::FAILURE);
-        }
-    };
-    if let Some(why) = not_bare_manifest(&value) {
+    if let Some(why) = not_bare_manifest(&raw) {
         eprintln!("executa describe: {why}");
         println!("{}", raw.get());
         return Ok(ExitCode::FAILURE);
     }
     if pretty_print {
-        println!("{}", pretty(&value));
+        // The one full tree this command builds, and only when asked: a value's tree is
+        // about ten times its text.
+        match serde_json::from_str::<serde_json::Value>(raw.get()) {
+            Ok(value) => println!("{}", pretty(&value)),
+            Err(e) => {
+                eprintln!("executa describe: unreadable answer: {e}");
+                return Ok(ExitCode::FAILURE);
+            }
+        }
     } else {
         println!("{}", raw.get());
     }
     Ok(ExitCode::SUCCESS)
 }
 
-/// Why an answer is not the bare manifest object the Agent reads, if it is not.
-fn not_bare_manifest(v: &serde_json::Value) -> Option<String> {
-    let Some(map) = v.as_object() else {
+/// Why an answer is not the bare manifest object the Agent reads, if it is not. Reads the
+/// top level only, its values left as text.
+fn not_bare_manifest(raw: &serde_json::value::RawValue) -> Option<String> {
+    type TopLevel<'a> = std::collections::BTreeMap<String, &'a serde_json::value::RawValue>;
+    let Ok(map) = serde_json::from_str::<TopLevel<'_>>(raw.get()) else {
         return Some("describe must return the manifest object".to_owned());
     };
     let wrapped = map
         .get("manifest")
-        .is_some_and(serde_json::Value::is_object)
+        .is_some_and(|m| m.get().starts_with('{'))
         && !map.contains_key("tools");
     wrapped.then(|| {
         "describe returned a wrapped {\"manifest\": {...}}; the Agent needs the bare \

@@ -4,8 +4,9 @@
 
 use std::io::{Read, Write};
 use std::process::Stdio;
-use std::sync::Arc;
-use std::time::Duration;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
 
 use crossbeam_channel::RecvTimeoutError;
 use serde_json::Value;
@@ -16,6 +17,7 @@ use crate::host::options::{ShutdownPolicy, StderrRelay};
 use crate::host::service::{ReverseCall, Service};
 use crate::host::shutdown::ProcessTree;
 use crate::host::stderr::{self, StderrTail};
+use crate::lock::lock;
 use crate::sys;
 
 /// How long one command may run unless told otherwise (the plugin's own sampling call
@@ -49,12 +51,21 @@ const PROVIDER_ERROR: i64 = -32003;
 /// Windows its job object) is killed and the call is answered -32003 `PROVIDER_ERROR`. So
 /// is a non-zero exit, with the end of its stderr in the message. Not quick: calls are
 /// answered off the host's reader thread, several at once when the plugin makes several.
+///
+/// [`CommandSampling::stop_running`] ends the commands running when the host ends, so
+/// none outlives it: `executa call` calls it after the plugin's shutdown, and when it is
+/// interrupted.
 #[derive(Debug)]
 pub struct CommandSampling {
     command: String,
     timeout: Duration,
     max_output: usize,
     budgets: ScriptedSampling,
+    /// Set by [`CommandSampling::stop_running`]: running commands are killed, new ones
+    /// refused.
+    stopping: AtomicBool,
+    /// How many commands run now, and its changes.
+    running: (Mutex<usize>, Condvar),
 }
 
 impl CommandSampling {
@@ -65,7 +76,43 @@ impl CommandSampling {
             timeout: DEFAULT_COMMAND_TIMEOUT,
             max_output: DEFAULT_MAX_OUTPUT,
             budgets: ScriptedSampling::echo().with_model("local-command"),
+            stopping: AtomicBool::new(false),
+            running: (Mutex::new(0), Condvar::new()),
         }
+    }
+
+    /// Ends every command running now (its whole tree, killed at once; its call is
+    /// answered -32003 `PROVIDER_ERROR`, "stopped") and refuses those asked for later.
+    /// Blocks until the running ones have been reaped, at most `wait`; returns whether
+    /// they all were.
+    pub fn stop_running(&self, wait: Duration) -> bool {
+        self.stopping.store(true, Ordering::SeqCst);
+        let deadline = Instant::now() + wait;
+        let mut running = lock(&self.running.0);
+        while *running > 0 {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return false;
+            }
+            running = self
+                .running
+                .1
+                .wait_timeout(running, left)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
+        true
+    }
+
+    /// Counts a command as running until the result is dropped; `None` once stopping.
+    fn start_one(&self) -> Option<Running<'_>> {
+        let mut running = lock(&self.running.0);
+        // Checked under the lock, so `stop_running` never misses one that starts now.
+        if self.stopping.load(Ordering::SeqCst) {
+            return None;
+        }
+        *running += 1;
+        Some(Running(self))
     }
 
     /// Sets how long one run may take.
@@ -82,6 +129,9 @@ impl CommandSampling {
 
     /// Runs the command on `prompt`; its stdout, or why not. Blocks up to `timeout`.
     fn run(&self, prompt: String, timeout: Duration) -> Result<String, String> {
+        let Some(_running) = self.start_one() else {
+            return Err(self.failed("was not started: the host is ending", ""));
+        };
         let mut cmd = sys::shell(&self.command);
         cmd.stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -117,16 +167,17 @@ impl CommandSampling {
             }
             let _ = tx.send(out);
         });
-        let outcome = match answer(&rx, &mut child, &tree, timeout) {
-            Ok(out) if out.len() > limit => {
+        let outcome = match answer(&rx, &mut child, &tree, timeout, &self.stopping) {
+            Answer::Output(out) if out.len() > limit => {
                 Err(format!("wrote more than {limit} bytes on stdout (stopped)"))
             }
-            Ok(out) => Ok(out),
-            Err(RecvTimeoutError::Timeout) => Err(format!(
+            Answer::Output(out) => Ok(out),
+            Answer::TimedOut => Err(format!(
                 "did not finish within {:.0} s (stopped)",
                 timeout.as_secs_f64()
             )),
-            Err(RecvTimeoutError::Disconnected) => Err("its stdout reader failed".to_owned()),
+            Answer::Stopped => Err("was stopped: the host is ending".to_owned()),
+            Answer::ReaderFailed => Err("its stdout reader failed".to_owned()),
         };
         // After its stdout closed it is ending, so it gets a short while to exit; one that
         // failed (too slow, too much) is killed at once. Either way what it started in its
@@ -173,29 +224,60 @@ impl CommandSampling {
 /// command runs for seconds, so 40 looks a second cost nothing that shows.
 const EXIT_LOOK: Duration = Duration::from_millis(25);
 
+/// How waiting for a command's answer ended.
+enum Answer {
+    /// Its stdout, whole (or one byte past the limit).
+    Output(Vec<u8>),
+    TimedOut,
+    /// [`CommandSampling::stop_running`] was called.
+    Stopped,
+    ReaderFailed,
+}
+
 /// The command's stdout, whole, from the reader thread behind `rx`, once the command
-/// exits or its stdout ends, whichever comes first, within `timeout`. A command that exits
-/// while something it started in the background still holds its stdout (`echo answer;
-/// sleep 600 &`) is answered at its exit: what is left of its tree is killed, which ends
-/// the stdout, and what it wrote is what the reader read.
+/// exits or its stdout ends, whichever comes first, within `timeout`, unless `stopping`
+/// is set meanwhile. A command that exits while something it started in the background
+/// still holds its stdout (`echo answer; sleep 600 &`) is answered at its exit: what is
+/// left of its tree is killed, which ends the stdout, and what it wrote is what the
+/// reader read.
 fn answer(
     rx: &crossbeam_channel::Receiver<Vec<u8>>,
     child: &mut std::process::Child,
     tree: &ProcessTree,
     timeout: Duration,
-) -> Result<Vec<u8>, RecvTimeoutError> {
-    let deadline = std::time::Instant::now() + timeout;
+    stopping: &AtomicBool,
+) -> Answer {
+    let read = |r: Result<Vec<u8>, RecvTimeoutError>| match r {
+        Ok(out) => Answer::Output(out),
+        Err(RecvTimeoutError::Timeout) => Answer::TimedOut,
+        Err(RecvTimeoutError::Disconnected) => Answer::ReaderFailed,
+    };
+    let deadline = Instant::now() + timeout;
     loop {
-        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        let left = deadline.saturating_duration_since(Instant::now());
         match rx.recv_timeout(left.min(EXIT_LOOK)) {
             Err(RecvTimeoutError::Timeout) if !left.is_zero() => {}
-            other => return other,
+            other => return read(other),
+        }
+        if stopping.load(Ordering::SeqCst) {
+            return Answer::Stopped;
         }
         if matches!(child.try_wait(), Ok(Some(_))) {
             // It exited: its own writes are in the pipe already; end what holds it open.
             tree.kill_remnants();
-            return rx.recv_timeout(AFTERMATH);
+            return read(rx.recv_timeout(AFTERMATH));
         }
+    }
+}
+
+/// One running command, counted until dropped.
+struct Running<'a>(&'a CommandSampling);
+
+impl Drop for Running<'_> {
+    fn drop(&mut self) {
+        let (count, changed) = &self.0.running;
+        *lock(count) -= 1;
+        changed.notify_all();
     }
 }
 
@@ -325,6 +407,32 @@ mod tests {
             let _ = Command::new("kill").arg(pid.trim()).status();
         }
         assert!(gone, "the background helper outlived the command");
+    }
+
+    /// `stop_running` ends a command that ignores SIGTERM, answers its call, waits for
+    /// it, and refuses later calls (issue 36, item 2: `executa call` returned at its
+    /// timeout leaving such a command running, with nothing left to enforce its 80 s).
+    #[test]
+    fn stop_running_ends_the_running_commands_and_refuses_new_ones() {
+        let s = Arc::new(CommandSampling::new("trap '' TERM; sleep 600; echo late"));
+        let asker = s.clone();
+        let (tx, rx) = crossbeam_channel::bounded(1);
+        std::thread::spawn(move || {
+            let _ = tx.send(ask(&asker, one("x")));
+        });
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while *lock(&s.running.0) == 0 {
+            assert!(Instant::now() < deadline, "the command never started");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert!(s.stop_running(Duration::from_secs(30)), "still running");
+        let e = rx
+            .recv_timeout(Duration::from_secs(30))
+            .expect("the call was answered")
+            .unwrap_err();
+        assert!(e.message.contains("was stopped: the host is ending"), "{e}");
+        let e = ask(&s, one("x")).unwrap_err();
+        assert!(e.message.contains("was not started"), "{e}");
     }
 
     /// A helper that leaves the command's process group and keeps its stderr open does

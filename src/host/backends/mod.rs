@@ -7,14 +7,15 @@
 //! in-memory pair with [`Handlers::dev_backends`](super::Handlers::dev_backends).
 
 mod command;
+mod dir_files;
 mod dir_storage;
 mod sampling;
 mod storage;
 
 pub use command::{CommandSampling, DEFAULT_COMMAND_TIMEOUT, DEFAULT_MAX_OUTPUT};
-pub use dir_storage::{DirStorage, STORAGE_FILE};
+pub use dir_storage::{DirStorage, MAX_FILE_BYTES as MAX_STORAGE_FILE_BYTES, STORAGE_FILE};
 pub use sampling::ScriptedSampling;
-pub use storage::{MAX_ENTRIES, MAX_VALUE_BYTES, MemoryStorage};
+pub use storage::{MAX_ENTRIES, MAX_STORE_BYTES, MAX_VALUE_BYTES, MemoryStorage};
 
 /// One call to a backend, as a test makes it.
 #[cfg(test)]

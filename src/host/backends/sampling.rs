@@ -16,9 +16,12 @@ use crate::lock::lock;
 
 const PROVIDER_ERROR: i64 = -32003;
 const INVALID_REQUEST: i64 = -32004;
-const MAX_TOKENS_PER_CALL: u64 = 8192;
-const MAX_CALLS_PER_INVOKE: u32 = 8;
-const MAX_TOKENS_PER_INVOKE: u64 = 32_000;
+// The Agent's budgets, named once for both sides (`crate::protocol`).
+use crate::protocol::{
+    DEFAULT_MAX_SAMPLING_CALLS as MAX_CALLS_PER_INVOKE,
+    DEFAULT_MAX_TOKENS_PER_CALL as MAX_TOKENS_PER_CALL,
+    MAX_SAMPLING_TOKENS_PER_INVOKE as MAX_TOKENS_PER_INVOKE,
+};
 /// Invokes whose budgets are remembered; older ones are forgotten.
 const BUDGET_MEMORY: usize = 4096;
 
@@ -52,7 +55,7 @@ struct Rule {
 
 #[derive(Debug, Default, Clone, Copy)]
 struct Budget {
-    calls: u32,
+    calls: u64,
     tokens: u64,
 }
 

@@ -17,8 +17,16 @@ use crate::lock::lock;
 pub const MAX_VALUE_BYTES: usize = 64 * 1024;
 /// Entries one store holds before refusing new keys (memory stays bounded).
 pub const MAX_ENTRIES: usize = 10_000;
+/// Keys and values one store holds in all, each value counted as its JSON text and each
+/// key as a JSON string, before a write that would grow it is refused (-32024): memory,
+/// and a [`DirStorage`](super::DirStorage) file, stay bounded.
+pub const MAX_STORE_BYTES: usize = 64 * 1024 * 1024;
 /// Longest key accepted.
-const MAX_KEY_BYTES: usize = 1024;
+pub(crate) const MAX_KEY_BYTES: usize = 1024;
+/// Longest etag a stored entry may carry (this store's are about 45 bytes).
+pub(crate) const MAX_ETAG_BYTES: usize = 64;
+/// The scopes there are.
+const SCOPES: [&str; 3] = ["user", "app", "tool"];
 
 const NOT_GRANTED: i64 = -32021;
 const PRECONDITION_FAILED: i64 = -32023;
@@ -38,9 +46,68 @@ pub struct MemoryStorage {
     scopes: Vec<String>,
 }
 
+type Id = (String, String);
+
 #[derive(Debug, Default)]
 struct Store {
-    entries: BTreeMap<(String, String), Entry>,
+    entries: BTreeMap<Id, Entry>,
+    generation: u64,
+    /// What the entries count against [`MAX_STORE_BYTES`].
+    bytes: usize,
+}
+
+impl Store {
+    fn insert(&mut self, id: Id, entry: Entry) {
+        self.bytes += cost(&id, &entry);
+        if let Some(old) = self.entries.insert(id.clone(), entry) {
+            self.bytes -= cost(&id, &old);
+        }
+    }
+
+    fn remove(&mut self, id: &Id) {
+        if let Some(old) = self.entries.remove(id) {
+            self.bytes -= cost(id, &old);
+        }
+    }
+}
+
+/// What an entry counts against [`MAX_STORE_BYTES`]: its value's JSON text and its key as
+/// a JSON string.
+fn cost(id: &Id, entry: &Entry) -> usize {
+    entry.size_bytes + json_string_len(&id.1)
+}
+
+fn json_string_len(s: &str) -> usize {
+    // At most 6 bytes a byte (`\u0000`) and the quotes.
+    json_len(s).unwrap_or(6 * s.len() + 2)
+}
+
+/// The length of `value`'s compact JSON text, counted without making it (`None` only if
+/// it could not be written, which a `Value` or a string always can).
+fn json_len(value: &(impl serde::Serialize + ?Sized)) -> Option<usize> {
+    struct Count(usize);
+    impl std::io::Write for Count {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0 += bytes.len();
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut count = Count(0);
+    serde_json::to_writer(&mut count, value)
+        .ok()
+        .map(|()| count.0)
+}
+
+/// A change a [`DirStorage`](super::DirStorage) log holds, checked
+/// ([`MemoryStorage::parse_change`]) and ready to [apply](MemoryStorage::apply).
+#[derive(Debug)]
+pub(crate) struct Change {
+    id: Id,
+    /// `None`: the key is gone (deleted, or set with an expiry already past).
+    entry: Option<Entry>,
     generation: u64,
 }
 
@@ -126,39 +193,89 @@ impl MemoryStorage {
         json!({ "generation": store.generation, "entries": entries })
     }
 
-    /// Replaces the contents with a [`MemoryStorage::snapshot`]; entries already expired,
-    /// malformed or past [`MAX_ENTRIES`] are left out.
-    pub(crate) fn restore(&self, snapshot: &Value) {
-        let now = Instant::now();
-        let wall = now_ms();
-        let mut store = lock(&self.store);
-        store.entries.clear();
-        store.generation = snapshot["generation"].as_u64().unwrap_or(0);
-        for e in snapshot["entries"].as_array().into_iter().flatten() {
-            let (Some(scope), Some(key), Some(etag)) =
-                (e["scope"].as_str(), e["key"].as_str(), e["etag"].as_str())
-            else {
-                continue;
-            };
-            let expires = match e["expires_at_ms"].as_u64() {
-                Some(at) if at <= wall => continue,
-                Some(at) => Some(now + Duration::from_millis(at - wall)),
-                None => None,
-            };
-            if store.entries.len() >= MAX_ENTRIES {
-                break;
+    /// Replaces the contents with a [`MemoryStorage::snapshot`] (entries already expired
+    /// are left out), or fails saying what in it is not what `snapshot` writes, leaving
+    /// the contents as they were. Keeps entries of scopes this store does not grant, and
+    /// more than the limits allow (the file holding them is bounded by its own cap):
+    /// nothing read is dropped.
+    pub(crate) fn restore(&self, snapshot: Value) -> Result<(), String> {
+        let Value::Object(mut obj) = snapshot else {
+            return Err("not a JSON object with `generation` and `entries`".into());
+        };
+        let generation = obj
+            .get("generation")
+            .and_then(Value::as_u64)
+            .ok_or("no `generation` (a non-negative integer)")?;
+        let entries = match obj.remove("entries") {
+            Some(Value::Array(a)) => a,
+            Some(_) => return Err("`entries` must be an array".into()),
+            None => return Err("no `entries` (an array)".into()),
+        };
+        let (now, wall) = (Instant::now(), now_ms());
+        let mut fresh = Store {
+            generation,
+            ..Store::default()
+        };
+        for (i, e) in entries.into_iter().enumerate() {
+            let (id, entry) =
+                stored_entry(e, now, wall).map_err(|why| format!("entries[{i}]: {why}"))?;
+            if fresh.entries.contains_key(&id) {
+                return Err(format!(
+                    "entries[{i}]: a second entry for key {:?} in scope {:?}",
+                    id.1, id.0
+                ));
             }
-            let value = e["value"].clone();
-            let entry = Entry {
-                size_bytes: value.to_string().len(),
-                value,
-                etag: etag.to_owned(),
-                updated_at_ms: e["updated_at_ms"].as_u64().unwrap_or(wall),
-                expires,
-            };
-            store
-                .entries
-                .insert((scope.to_owned(), key.to_owned()), entry);
+            if let Some(entry) = entry {
+                fresh.insert(id, entry);
+            }
+        }
+        *lock(&self.store) = fresh;
+        Ok(())
+    }
+
+    /// Checks one line of a [`DirStorage`](super::DirStorage) log: a [`MemoryStorage::change`]
+    /// record. Says what is wrong with it otherwise.
+    pub(crate) fn parse_change(record: Value) -> Result<Change, String> {
+        let Value::Object(obj) = record else {
+            return Err("not a JSON object".into());
+        };
+        let generation = obj
+            .get("generation")
+            .and_then(Value::as_u64)
+            .ok_or("no `generation` (a non-negative integer)")?;
+        let (id, entry) = match obj.get("op").and_then(Value::as_str) {
+            Some("set") => stored_entry(Value::Object(obj), Instant::now(), now_ms())?,
+            Some("delete") => ((stored_scope(&obj)?, stored_key(&obj)?), None),
+            _ => return Err("`op` must be \"set\" or \"delete\"".into()),
+        };
+        Ok(Change {
+            id,
+            entry,
+            generation,
+        })
+    }
+
+    /// Applies checked changes in order (what a log holds past the snapshot). The writes
+    /// that made them passed the limits; they are not checked again.
+    pub(crate) fn apply(&self, changes: Vec<Change>) {
+        let mut store = lock(&self.store);
+        for change in changes {
+            store.generation = store.generation.max(change.generation);
+            match change.entry {
+                Some(entry) => store.insert(change.id, entry),
+                None => store.remove(&change.id),
+            }
+        }
+    }
+
+    /// Answers `call` as [`Service::call`] does, with the change a successful
+    /// `storage/set` or `storage/delete` made, as a log line records it (`None` for the
+    /// other methods, and a delete of a key that was not there).
+    pub(crate) fn change(&self, call: &ReverseCall) -> Result<(Value, Option<Value>), RpcError> {
+        match call.method.as_str() {
+            "storage/set" => self.set(&call.params, true),
+            "storage/delete" => self.delete(&call.params, true),
+            _ => self.call(call).map(|answer| (answer, None)),
         }
     }
 
@@ -168,7 +285,7 @@ impl MemoryStorage {
             Some(Value::String(s)) => s.as_str(),
             Some(_) => return Err(invalid("`scope` must be a string")),
         };
-        if !matches!(scope, "user" | "app" | "tool") {
+        if !SCOPES.contains(&scope) {
             return Err(invalid(&format!(
                 "unknown scope {scope:?}: use \"user\", \"app\" or \"tool\""
             )));
@@ -193,7 +310,7 @@ impl MemoryStorage {
         })
     }
 
-    fn set(&self, p: &Value) -> Result<Value, RpcError> {
+    fn set(&self, p: &Value, record: bool) -> Result<(Value, Option<Value>), RpcError> {
         let id = (self.scope(p)?, key(p)?);
         let value = p
             .get("value")
@@ -221,34 +338,41 @@ impl MemoryStorage {
         let mut store = lock(&self.store);
         purge_if_expired(&mut store, &id);
         check_if_match(p, store.entries.get(&id))?;
-        if store.entries.len() >= MAX_ENTRIES && !store.entries.contains_key(&id) {
-            return Err(RpcError::with_code(
-                QUOTA_EXCEEDED,
-                "QUOTA_EXCEEDED",
-                format!("the in-memory store holds at most {MAX_ENTRIES} keys"),
-            ));
-        }
+        check_quota(&store, &id, text.len())?;
         store.generation += 1;
         let etag = format!("W/\"{}-{:016x}\"", store.generation, fnv1a(text.as_bytes()));
+        let wall = now_ms();
+        let change = record.then(|| {
+            let expires = ttl.map(|s| wall.saturating_add(s.saturating_mul(1000)));
+            json!({
+                "op": "set", "scope": id.0, "key": id.1, "value": value, "etag": etag,
+                "updated_at_ms": wall, "expires_at_ms": expires, "generation": store.generation,
+            })
+        });
         let entry = Entry {
             value,
             etag: etag.clone(),
             size_bytes: text.len(),
-            updated_at_ms: now_ms(),
+            updated_at_ms: wall,
             expires: ttl.map(|s| Instant::now() + Duration::from_secs(s)),
         };
-        store.entries.insert(id, entry);
-        Ok(json!({ "etag": etag, "size_bytes": text.len(), "generation": store.generation }))
+        store.insert(id, entry);
+        let answer =
+            json!({ "etag": etag, "size_bytes": text.len(), "generation": store.generation });
+        Ok((answer, change))
     }
 
-    fn delete(&self, p: &Value) -> Result<Value, RpcError> {
+    fn delete(&self, p: &Value, record: bool) -> Result<(Value, Option<Value>), RpcError> {
         let id = (self.scope(p)?, key(p)?);
         let mut store = lock(&self.store);
         purge_if_expired(&mut store, &id);
         check_if_match(p, store.entries.get(&id))?;
-        store.entries.remove(&id);
+        let change = (record && store.entries.contains_key(&id)).then(|| {
+            json!({ "op": "delete", "scope": id.0, "key": id.1, "generation": store.generation })
+        });
+        store.remove(&id);
         // Idempotent, as documented: deleting a missing key still answers `deleted: true`.
-        Ok(json!({ "deleted": true }))
+        Ok((json!({ "deleted": true }), change))
     }
 
     fn list(&self, p: &Value) -> Result<Value, RpcError> {
@@ -312,8 +436,8 @@ impl Service for MemoryStorage {
         let p = &call.params;
         match call.method.as_str() {
             "storage/get" => self.get(p),
-            "storage/set" => self.set(p),
-            "storage/delete" => self.delete(p),
+            "storage/set" => self.set(p, false).map(|(answer, _)| answer),
+            "storage/delete" => self.delete(p, false).map(|(answer, _)| answer),
             "storage/list" => self.list(p),
             other => Err(RpcError::with_code(
                 crate::error::codes::METHOD_NOT_FOUND,
@@ -350,13 +474,95 @@ fn opt_str(p: &Value, field: &str) -> Result<Option<String>, RpcError> {
     }
 }
 
-fn purge_if_expired(store: &mut Store, id: &(String, String)) {
+fn purge_if_expired(store: &mut Store, id: &Id) {
     if store
         .entries
         .get(id)
         .is_some_and(|e| !e.live(Instant::now()))
     {
-        store.entries.remove(id);
+        store.remove(id);
+    }
+}
+
+/// Refuses a value of `size` bytes under `id` when the store would then hold more than
+/// [`MAX_ENTRIES`] keys or [`MAX_STORE_BYTES`] bytes (-32024).
+fn check_quota(store: &Store, id: &Id, size: usize) -> Result<(), RpcError> {
+    let quota = |why: String| Err(RpcError::with_code(QUOTA_EXCEEDED, "QUOTA_EXCEEDED", why));
+    let old = store.entries.get(id);
+    if old.is_none() && store.entries.len() >= MAX_ENTRIES {
+        return quota(format!("the store holds at most {MAX_ENTRIES} keys"));
+    }
+    let after = store.bytes - old.map_or(0, |e| cost(id, e)) + size + json_string_len(&id.1);
+    if after > MAX_STORE_BYTES {
+        return quota(format!(
+            "the store holds at most {MAX_STORE_BYTES} bytes of keys and values; \
+             this value would make it {after}"
+        ));
+    }
+    Ok(())
+}
+
+/// An entry as [`MemoryStorage::snapshot`] writes it (a `set` log line is one too), checked;
+/// `None` for the entry when its expiry is past.
+fn stored_entry(e: Value, now: Instant, wall: u64) -> Result<(Id, Option<Entry>), String> {
+    let Value::Object(mut obj) = e else {
+        return Err("not a JSON object".into());
+    };
+    let id = (stored_scope(&obj)?, stored_key(&obj)?);
+    let value = obj.remove("value").ok_or("no `value`")?;
+    let size_bytes = json_len(&value).unwrap_or(usize::MAX);
+    if size_bytes > MAX_VALUE_BYTES {
+        return Err(format!(
+            "`value` of {size_bytes} bytes is over the {MAX_VALUE_BYTES}-byte limit"
+        ));
+    }
+    let etag = match obj.remove("etag") {
+        Some(Value::String(t)) if !t.is_empty() && t.len() <= MAX_ETAG_BYTES => t,
+        Some(Value::String(_)) => {
+            return Err(format!("`etag` must be 1 to {MAX_ETAG_BYTES} bytes"));
+        }
+        _ => return Err("no `etag` (a string)".into()),
+    };
+    let updated_at_ms = stored_ms(&obj, "updated_at_ms")?.unwrap_or(wall);
+    let expires = match stored_ms(&obj, "expires_at_ms")? {
+        Some(at) if at <= wall => return Ok((id, None)),
+        Some(at) => Some(now + Duration::from_millis(at - wall)),
+        None => None,
+    };
+    let entry = Entry {
+        value,
+        etag,
+        size_bytes,
+        updated_at_ms,
+        expires,
+    };
+    Ok((id, Some(entry)))
+}
+
+fn stored_scope(obj: &serde_json::Map<String, Value>) -> Result<String, String> {
+    match obj.get("scope") {
+        Some(Value::String(s)) if SCOPES.contains(&s.as_str()) => Ok(s.clone()),
+        Some(_) => Err("`scope` must be \"user\", \"app\" or \"tool\"".into()),
+        None => Err("no `scope`".into()),
+    }
+}
+
+fn stored_key(obj: &serde_json::Map<String, Value>) -> Result<String, String> {
+    match obj.get("key") {
+        Some(Value::String(k)) if !k.is_empty() && k.len() <= MAX_KEY_BYTES => Ok(k.clone()),
+        Some(Value::String(_)) => Err(format!("`key` must be 1 to {MAX_KEY_BYTES} bytes")),
+        _ => Err("no `key` (a string)".into()),
+    }
+}
+
+/// An optional epoch-milliseconds field (absent or `null`: `None`).
+fn stored_ms(obj: &serde_json::Map<String, Value>, field: &str) -> Result<Option<u64>, String> {
+    match obj.get(field) {
+        None | Some(Value::Null) => Ok(None),
+        Some(v) => v
+            .as_u64()
+            .map(Some)
+            .ok_or_else(|| format!("`{field}` must be null or a non-negative integer")),
     }
 }
 
@@ -578,6 +784,50 @@ mod tests {
                 .code,
             -32028
         );
+    }
+
+    #[test]
+    fn keys_and_values_are_bounded_in_all() {
+        let s = MemoryStorage::new();
+        let value = json!("x".repeat(MAX_VALUE_BYTES - 2));
+        let mut stored = 0;
+        let refused = loop {
+            let key = format!("{stored:04}");
+            match call(
+                &s,
+                "storage/set",
+                json!({"key": key, "scope": "user", "value": value}),
+            ) {
+                Ok(_) => stored += 1,
+                Err(e) => break e,
+            }
+        };
+        assert_eq!(refused.code, -32024, "{refused:?}");
+        assert!(
+            refused.message.contains("bytes of keys and values"),
+            "{refused:?}"
+        );
+        // Each entry is a 64 KiB value and a 6-byte key: 1023 of them fit in 64 MiB.
+        assert_eq!(stored, 1023);
+        // Replacing a value is not growing the store; a smaller one makes room.
+        call(
+            &s,
+            "storage/set",
+            json!({"key": "0000", "scope": "user", "value": value}),
+        )
+        .unwrap();
+        call(
+            &s,
+            "storage/delete",
+            json!({"key": "0001", "scope": "user"}),
+        )
+        .unwrap();
+        call(
+            &s,
+            "storage/set",
+            json!({"key": "new", "scope": "user", "value": value}),
+        )
+        .unwrap();
     }
 
     #[test]

@@ -14,6 +14,9 @@ use crate::wire;
 pub(crate) struct Call {
     /// `_meta.progressToken`, as raw JSON text: progress goes out only with one.
     pub progress_token: Option<Box<str>>,
+    /// The call's place among those in flight (a cancellation may name it), set by the
+    /// reader; taken out for the reply, which it decides on (`dispatch.rs`).
+    pub seen: Option<super::Seen>,
 }
 
 impl Call {
@@ -34,6 +37,7 @@ impl Call {
             .map(|t| wire::json_text(&t).into());
         Call {
             progress_token: token,
+            seen: None,
         }
     }
 }

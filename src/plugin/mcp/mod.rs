@@ -7,27 +7,25 @@
 //! an Executa host.
 
 mod call;
+mod flight;
 mod schema;
 
 pub(crate) use call::{Call, finish, progress_params, reverse_gate, tool_error};
 
-use std::collections::VecDeque;
+use std::sync::OnceLock;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Mutex, OnceLock};
 
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::{Map, Value, json};
 
 use super::session::{Negotiated, Session};
+use flight::Flight;
+pub(crate) use flight::Seen;
 
 // The revisions served: a client offering one of them gets it back, any other date gets
 // the newest (the client then decides whether it can go on).
 use crate::protocol::{MCP_REVISIONS as REVISIONS, is_mcp_revision as is_dated};
-
-/// How many cancelled request ids are remembered: a cancellation for a request answered
-/// long ago is never matched, so the list is bounded and the oldest forgotten.
-const CANCELLED_KEPT: usize = 64;
 
 /// MCP state of the connection, beside the peer.
 #[derive(Default)]
@@ -38,8 +36,8 @@ pub(crate) struct State {
     active: AtomicBool,
     /// The `tools/list` result, made on first request from the manifest.
     tools: OnceLock<Box<RawValue>>,
-    /// Ids (raw JSON text) of requests the client cancelled and that were not answered yet.
-    cancelled: Mutex<VecDeque<Box<str>>>,
+    /// The `tools/call` requests read and not answered yet, which a cancellation may name.
+    flight: Flight,
 }
 
 impl State {
@@ -57,25 +55,18 @@ impl State {
         self.active.load(Ordering::Acquire)
     }
 
-    /// Records `notifications/cancelled`: the reply to `request_id` (raw JSON) is not sent.
-    pub fn cancel(&self, request_id: &str) {
-        let mut list = crate::lock::lock(&self.cancelled);
-        if list.len() == CANCELLED_KEPT {
-            list.pop_front();
-        }
-        list.push_back(request_id.into());
+    /// Enters a `tools/call` as it is read (`id`: raw JSON text): in flight until the
+    /// returned [`Seen`] drops.
+    pub fn seen(&self, id: &str) -> Seen {
+        self.flight.seen(id)
     }
 
-    /// Whether the request `id` (raw JSON text) was cancelled; forgets it.
-    pub fn take_cancelled(&self, id: &[u8]) -> bool {
-        let mut list = crate::lock::lock(&self.cancelled);
-        match list.iter().position(|c| c.as_bytes() == id) {
-            Some(at) => {
-                list.remove(at);
-                true
-            }
-            None => false,
-        }
+    /// Records `notifications/cancelled` for `request_id` (raw JSON text): the reply to
+    /// that call, if it is in flight, is not sent. Returns `false`, changing nothing, when
+    /// no such call is in flight (not read yet, or answered already): the spec has that
+    /// cancellation ignored.
+    pub fn cancel(&self, request_id: &str) -> bool {
+        self.flight.cancel(request_id)
     }
 
     /// The `tools/list` result: every tool with its `inputSchema`, one page.
@@ -206,19 +197,5 @@ mod tests {
         ] {
             assert!(!is_dated(v), "{v}");
         }
-    }
-
-    #[test]
-    fn cancelled_ids_are_bounded_and_taken_once() {
-        let state = State::default();
-        state.cancel("7");
-        state.cancel("\"a\"");
-        assert!(state.take_cancelled(b"\"a\""));
-        assert!(!state.take_cancelled(b"\"a\""));
-        for i in 0..CANCELLED_KEPT {
-            state.cancel(&format!("{}", 100 + i));
-        }
-        assert!(!state.take_cancelled(b"7"), "the oldest is forgotten");
-        assert!(state.take_cancelled(b"100"));
     }
 }

@@ -120,7 +120,45 @@ impl Dir {
 
     /// Opens its entry `name` for reading: see [`open_entry_nofollow`].
     pub fn open_entry_nofollow(&self, name: &OsStr) -> io::Result<File> {
-        open_entry_nofollow(&self.0, name)
+        open_entry_nofollow(&self.0, name, libc::O_RDONLY)
+    }
+
+    /// Opens its entry `name` for reading and appending (`O_RDWR | O_APPEND`), as
+    /// [`Dir::open_entry_nofollow`] opens it for reading: never through a link, never
+    /// blocking on a FIFO. The caller checks that what it opened is a regular file.
+    pub fn open_entry_nofollow_append(&self, name: &OsStr) -> io::Result<File> {
+        open_entry_nofollow(&self.0, name, libc::O_RDWR | libc::O_APPEND)
+    }
+}
+
+/// Takes an advisory lock on `file` (`flock`, shared or exclusive) without waiting:
+/// `Ok(false)` when another open of the file holds one in the way. Held until
+/// [`unlock_file`] or the file is closed. (std's `File::try_lock` is newer than Rust 1.88,
+/// the crate's minimum.)
+pub(crate) fn try_lock_file(file: &File, exclusive: bool) -> io::Result<bool> {
+    let kind = if exclusive {
+        libc::LOCK_EX
+    } else {
+        libc::LOCK_SH
+    };
+    // SAFETY: flock on a descriptor borrowed for the call.
+    if unsafe { libc::flock(file.as_raw_fd(), kind | libc::LOCK_NB) } == 0 {
+        return Ok(true);
+    }
+    let e = io::Error::last_os_error();
+    match e.raw_os_error() {
+        Some(libc::EWOULDBLOCK | libc::EINTR) => Ok(false),
+        _ => Err(e),
+    }
+}
+
+/// Releases the lock [`try_lock_file`] took.
+pub(crate) fn unlock_file(file: &File) -> io::Result<()> {
+    // SAFETY: flock on a descriptor borrowed for the call.
+    if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_UN) } == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
     }
 }
 
@@ -162,12 +200,13 @@ pub(crate) fn shell(command: &str) -> Command {
 /// The shell [`shell`] runs, as messages name it.
 pub(crate) const SHELL: &str = "sh -c";
 
-/// Opens the entry `name` of the directory `dir` for reading, exactly once: never through a
-/// symlink (`O_NOFOLLOW`: a symlink fails with `ELOOP`), never blocking on a FIFO or a device
-/// (`O_NONBLOCK`), close-on-exec, and never as a controlling terminal. `name` must be one
-/// path component; anything with a `/` or a NUL byte fails with `InvalidInput`. Does not
-/// block beyond the `openat(2)` call itself.
-fn open_entry_nofollow(dir: &File, name: &OsStr) -> io::Result<File> {
+/// Opens the entry `name` of the directory `dir` with `access` (`O_RDONLY`, or `O_RDWR`
+/// with `O_APPEND`), exactly once: never through a symlink (`O_NOFOLLOW`: a symlink fails
+/// with `ELOOP`), never blocking on a FIFO or a device (`O_NONBLOCK`), close-on-exec, and
+/// never as a controlling terminal. `name` must be one path component; anything with a `/`
+/// or a NUL byte fails with `InvalidInput`. Does not block beyond the `openat(2)` call
+/// itself.
+fn open_entry_nofollow(dir: &File, name: &OsStr, access: libc::c_int) -> io::Result<File> {
     let bytes = name.as_bytes();
     if bytes.is_empty() || bytes.contains(&b'/') || bytes == b"." || bytes == b".." {
         return Err(io::Error::new(
@@ -176,8 +215,7 @@ fn open_entry_nofollow(dir: &File, name: &OsStr) -> io::Result<File> {
         ));
     }
     let name = CString::new(bytes).map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
-    let flags =
-        libc::O_RDONLY | libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC | libc::O_NOCTTY;
+    let flags = access | libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC | libc::O_NOCTTY;
     // SAFETY: `name` is a valid NUL-terminated string that outlives the call, and `dir`
     // is an open descriptor borrowed for the call's duration.
     let fd = unsafe { libc::openat(dir.as_raw_fd(), name.as_ptr(), flags) };

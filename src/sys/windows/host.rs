@@ -14,13 +14,15 @@ use std::process::{Child, ChildStdin, Command};
 use std::time::Duration;
 
 use windows_sys::Win32::Foundation::{
-    CloseHandle, ERROR_STOPPED_ON_SYMLINK, FALSE, FILETIME, HANDLE,
+    CloseHandle, ERROR_STOPPED_ON_SYMLINK, FALSE, FILETIME, HANDLE, TRUE,
 };
 use windows_sys::Win32::Storage::FileSystem::{
     BY_HANDLE_FILE_INFORMATION, FILE_ATTRIBUTE_REPARSE_POINT, FILE_FLAG_BACKUP_SEMANTICS,
     FILE_FLAG_OPEN_REPARSE_POINT, FILE_TYPE_DISK, GetFileInformationByHandle, GetFileType,
 };
-use windows_sys::Win32::System::Console::{CTRL_BREAK_EVENT, GenerateConsoleCtrlEvent};
+use windows_sys::Win32::System::Console::{
+    CTRL_BREAK_EVENT, CTRL_C_EVENT, GenerateConsoleCtrlEvent, SetConsoleCtrlHandler,
+};
 use windows_sys::Win32::System::JobObjects::{
     AssignProcessToJobObject, CreateJobObjectW, JOB_OBJECT_LIMIT_KILL_ON_JOB_CLOSE,
     JOBOBJECT_EXTENDED_LIMIT_INFORMATION, JobObjectExtendedLimitInformation,
@@ -29,6 +31,7 @@ use windows_sys::Win32::System::JobObjects::{
 use windows_sys::Win32::System::Threading::{
     CREATE_NEW_PROCESS_GROUP, GetProcessTimes, OpenProcess, PROCESS_QUERY_LIMITED_INFORMATION,
 };
+use windows_sys::core::BOOL;
 
 use super::raw;
 
@@ -221,6 +224,16 @@ impl Dir {
     /// component: anything with a separator, a drive or stream colon, or a NUL fails with
     /// `InvalidInput`. Does not block beyond the open itself.
     pub fn open_entry_nofollow(&self, name: &OsStr) -> io::Result<File> {
+        self.open_entry(name, OpenOptions::new().read(true))
+    }
+
+    /// Opens the entry `name` for reading and appending, as [`Dir::open_entry_nofollow`]
+    /// opens it for reading: never through a link, never a device.
+    pub fn open_entry_nofollow_append(&self, name: &OsStr) -> io::Result<File> {
+        self.open_entry(name, OpenOptions::new().read(true).append(true))
+    }
+
+    fn open_entry(&self, name: &OsStr, options: &mut OpenOptions) -> io::Result<File> {
         let units: Vec<u16> = name.encode_wide().collect();
         let bad = |c: u16| {
             c == 0 || c == u16::from(b'/') || c == u16::from(b'\\') || c == u16::from(b':')
@@ -231,8 +244,7 @@ impl Dir {
                 "not a single path component",
             ));
         }
-        let file = OpenOptions::new()
-            .read(true)
+        let file = options
             .custom_flags(FILE_FLAG_OPEN_REPARSE_POINT)
             .open(self.0.join(name))?;
         if file.metadata()?.file_attributes() & FILE_ATTRIBUTE_REPARSE_POINT != 0 {
@@ -254,6 +266,57 @@ impl Dir {
 /// Whether an error from [`Dir::open_entry_nofollow`] means the entry is a link.
 pub(crate) fn is_nofollow_refusal(e: &io::Error) -> bool {
     e.raw_os_error() == Some(ERROR_STOPPED_ON_SYMLINK as i32)
+}
+
+/// Takes a lock on the whole of `file` (`LockFileEx`, shared or exclusive) without
+/// waiting: `Ok(false)` when another handle holds one in the way. Held until
+/// [`unlock_file`] or the handle is closed. (std's `File::try_lock` is newer than Rust
+/// 1.88, the crate's minimum.)
+pub(crate) fn try_lock_file(file: &File, exclusive: bool) -> io::Result<bool> {
+    use windows_sys::Win32::Foundation::ERROR_LOCK_VIOLATION;
+    use windows_sys::Win32::Storage::FileSystem::{
+        LOCKFILE_EXCLUSIVE_LOCK, LOCKFILE_FAIL_IMMEDIATELY, LockFileEx,
+    };
+    let kind = if exclusive {
+        LOCKFILE_EXCLUSIVE_LOCK
+    } else {
+        0
+    };
+    // SAFETY: all-zero is a valid value of this plain-data struct.
+    let mut at: windows_sys::Win32::System::IO::OVERLAPPED = unsafe { std::mem::zeroed() };
+    // SAFETY: a live handle (opened synchronously: the call returns at once), and a valid
+    // OVERLAPPED that outlives the call.
+    let ok = unsafe {
+        LockFileEx(
+            raw(file),
+            kind | LOCKFILE_FAIL_IMMEDIATELY,
+            0,
+            u32::MAX,
+            u32::MAX,
+            &mut at,
+        )
+    };
+    if ok != FALSE {
+        return Ok(true);
+    }
+    let e = io::Error::last_os_error();
+    if e.raw_os_error() == Some(ERROR_LOCK_VIOLATION as i32) {
+        Ok(false)
+    } else {
+        Err(e)
+    }
+}
+
+/// Releases the lock [`try_lock_file`] took.
+pub(crate) fn unlock_file(file: &File) -> io::Result<()> {
+    // SAFETY: a live handle; the range is the one `try_lock_file` locked.
+    let ok = unsafe {
+        windows_sys::Win32::Storage::FileSystem::UnlockFile(raw(file), 0, 0, u32::MAX, u32::MAX)
+    };
+    if ok == FALSE {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
 }
 
 /// Which file an opened file or a directory entry is (volume serial number and file
@@ -342,4 +405,93 @@ pub(crate) fn set_thread_affinity(_cpus: &[usize]) -> io::Result<()> {
         io::ErrorKind::Unsupported,
         "CPU affinity needs Linux",
     ))
+}
+
+/// Where console control events ring for a host process that catches its interrupts
+/// (`host::Interrupts`), and the last event's kind (`u32::MAX`: none yet).
+static HOST_RINGER: std::sync::Mutex<Option<super::Ringer>> = std::sync::Mutex::new(None);
+static HOST_LAST: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(u32::MAX);
+
+/// How long a close, logoff or shutdown event holds the host for its teardown (Windows
+/// ends the process 5 s after a close event whatever the handler does; the job objects
+/// kill the plugins then).
+const HOST_CLOSE_HOLD: Duration = Duration::from_secs(10);
+
+/// The host's console control handler, on a thread Windows starts: notes the event and
+/// rings [`STOP_BYTE`](crate::sys::STOP_BYTE). A close, logoff or shutdown ends the
+/// process when the handler returns, so it holds (bounded) while the host's teardown
+/// runs, which exits the process itself.
+unsafe extern "system" fn on_host_console_event(kind: u32) -> BOOL {
+    let Some(ringer) = crate::lock::lock(&HOST_RINGER)
+        .as_ref()
+        .and_then(|r| r.try_clone().ok())
+    else {
+        return FALSE;
+    };
+    HOST_LAST.store(kind, std::sync::atomic::Ordering::SeqCst);
+    ringer.ring(crate::sys::STOP_BYTE);
+    if kind != CTRL_C_EVENT && kind != CTRL_BREAK_EVENT {
+        std::thread::sleep(HOST_CLOSE_HOLD);
+    }
+    TRUE
+}
+
+/// Console control events ring a host's bell while this lives.
+pub(crate) struct HostSignals(());
+
+/// Rings `ringer` with [`STOP_BYTE`](crate::sys::STOP_BYTE) on Ctrl-C, Ctrl-Break and the
+/// console's close, logoff and shutdown events, until the result is dropped;
+/// [`last_host_signal`] says which came.
+pub(crate) fn host_signals(ringer: &super::Ringer) -> io::Result<HostSignals> {
+    *crate::lock::lock(&HOST_RINGER) = Some(ringer.try_clone()?);
+    // SAFETY: registers a handler with the signature Windows calls.
+    if unsafe { SetConsoleCtrlHandler(Some(on_host_console_event), TRUE) } == FALSE {
+        *crate::lock::lock(&HOST_RINGER) = None;
+        return Err(io::Error::last_os_error());
+    }
+    Ok(HostSignals(()))
+}
+
+impl Drop for HostSignals {
+    fn drop(&mut self) {
+        // SAFETY: removes the handler registered above.
+        unsafe { SetConsoleCtrlHandler(Some(on_host_console_event), FALSE) };
+        *crate::lock::lock(&HOST_RINGER) = None;
+    }
+}
+
+/// How the last event [`host_signals`] took asks the host to stop: 0 interrupt (Ctrl-C),
+/// 1 terminate (Ctrl-Break), 2 hang-up (close, logoff, shutdown); `None` before any came.
+pub(crate) fn last_host_signal() -> Option<u8> {
+    match HOST_LAST.load(std::sync::atomic::Ordering::SeqCst) {
+        u32::MAX => None,
+        CTRL_C_EVENT => Some(0),
+        CTRL_BREAK_EVENT => Some(1),
+        _ => Some(2),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Console events cannot be sent here (see `sys::windows`'s test), so the handler is
+    /// called as Windows calls it. One test: the registration is process-wide.
+    #[test]
+    fn console_events_ring_the_host_and_say_which_came() {
+        let (mut bell, ringer) = crate::sys::bell().unwrap();
+        // SAFETY: the handler takes any event code.
+        assert_eq!(unsafe { on_host_console_event(CTRL_C_EVENT) }, FALSE);
+        let caught = host_signals(&ringer).unwrap();
+        for (kind, said) in [(CTRL_C_EVENT, 0), (CTRL_BREAK_EVENT, 1)] {
+            // SAFETY: as above.
+            assert_eq!(unsafe { on_host_console_event(kind) }, TRUE);
+            let rung = bell.wait(Some(Duration::from_secs(30)), None).unwrap();
+            assert_eq!(rung, Some(crate::sys::STOP_BYTE));
+            assert_eq!(last_host_signal(), Some(said));
+        }
+        drop(caught);
+        // SAFETY: as above.
+        assert_eq!(unsafe { on_host_console_event(CTRL_C_EVENT) }, FALSE);
+    }
 }
