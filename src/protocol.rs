@@ -29,6 +29,22 @@ pub const MAX_PROGRESS_PER_SECOND: usize = 50;
 /// Progress: bytes per event; a larger one is dropped.
 pub const MAX_PROGRESS_BYTES: usize = 8 * 1024;
 
+/// Whether `method` spends the storage budget ([`MAX_STORAGE_CALLS_PER_INVOKE`]):
+/// `storage/*` and `files/*` share it.
+pub(crate) fn spends_storage_budget(method: &str) -> bool {
+    method.starts_with("storage/") || method.starts_with("files/")
+}
+
+/// The refusal of a call past [`MAX_STORAGE_CALLS_PER_INVOKE`], the same from both sides:
+/// -32024 `QUOTA_EXCEEDED`.
+pub(crate) fn storage_budget_spent() -> RpcError {
+    RpcError::with_code(
+        codes::STORAGE_QUOTA_EXCEEDED,
+        "QUOTA_EXCEEDED",
+        format!("storage budget spent: at most {MAX_STORAGE_CALLS_PER_INVOKE} calls per invoke"),
+    )
+}
+
 /// The default timeout of a reverse method, as the official SDKs use.
 pub fn default_timeout(method: &str) -> Duration {
     let secs = match method.split('/').next().unwrap_or("") {

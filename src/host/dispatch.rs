@@ -521,7 +521,7 @@ fn gate(shared: &Shared, method: &str) -> Result<(), RpcError> {
 /// budgets depend on the answers' token counts, so the sampling backends keep them.) A
 /// call that names no invoke in flight has no budget to spend.
 fn charge(shared: &Shared, method: &str, invoke_id: Option<&str>) -> Result<(), RpcError> {
-    if !(method.starts_with("storage/") || method.starts_with("files/")) {
+    if !crate::protocol::spends_storage_budget(method) {
         return Ok(());
     }
     let mut active = lock(&shared.invokes);
@@ -529,13 +529,7 @@ fn charge(shared: &Shared, method: &str, invoke_id: Option<&str>) -> Result<(), 
         return Ok(());
     };
     if usage.storage_calls >= MAX_STORAGE_CALLS_PER_INVOKE {
-        return Err(RpcError::with_code(
-            codes::STORAGE_QUOTA_EXCEEDED,
-            "QUOTA_EXCEEDED",
-            format!(
-                "storage budget spent: at most {MAX_STORAGE_CALLS_PER_INVOKE} calls per invoke"
-            ),
-        ));
+        return Err(crate::protocol::storage_budget_spent());
     }
     usage.storage_calls += 1;
     Ok(())

@@ -389,8 +389,10 @@ mod tests {
         let cost = |v: &Value| tree_cost(&raw(v.clone())).expect("JSON");
         let small: Vec<Value> = (0..1000).map(|i| json!({"a": i})).collect();
         let small = Value::from(small);
+        // Each `{"a":i}` is a node of its own: far more than its ten bytes of text (47
+        // times on a 32-bit target, 87 on a 64-bit one).
         assert!(
-            cost(&small) > 50 * small.to_string().len(),
+            cost(&small) > 20 * small.to_string().len(),
             "{}",
             cost(&small)
         );

@@ -483,15 +483,9 @@ impl InvokeHandle {
                 ));
             }
             usage.sampling_calls += 1;
-        } else if method.starts_with("storage/") || method.starts_with("files/") {
+        } else if crate::protocol::spends_storage_budget(method) {
             if usage.storage_calls >= MAX_STORAGE_CALLS_PER_INVOKE {
-                return Err(refused(
-                    codes::STORAGE_QUOTA_EXCEEDED,
-                    "QUOTA_EXCEEDED",
-                    format!(
-                        "storage budget spent: at most {MAX_STORAGE_CALLS_PER_INVOKE} calls per invoke"
-                    ),
-                ));
+                return Err(Error::Refused(crate::protocol::storage_budget_spent()));
             }
             usage.storage_calls += 1;
         }
