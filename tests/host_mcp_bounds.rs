@@ -244,3 +244,17 @@ fn a_list_within_the_caps_is_read_whole_across_pages() {
     assert_eq!(tool.extra["inputSchema"]["required"][0], "field_0");
     process.shutdown();
 }
+
+/// A page of millions of tiny "tools" (`[0,0,...]`, 16 MB) is refused as it is counted,
+/// before a list of them is made: that list alone would be 128 MiB, twice the heap cap
+/// (the count was checked only after the list was made).
+#[test]
+fn a_page_of_millions_of_tiny_tools_is_refused_before_it_is_listed() {
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let text = format!("{{\"tools\":[{}0]}}", "0,".repeat(8 * MIB - 1));
+    let page = serde_json::value::RawValue::from_string(text).expect("JSON");
+    let (taken, growth) = peak_growth(|| executa::host::McpToolsPager::default().take(&page));
+    let why = taken.expect_err("refused").to_string();
+    assert!(why.contains("MAX_TOOLS"), "{why}");
+    assert!(growth < 2 * MIB, "{growth} bytes of heap to refuse it");
+}

@@ -1,6 +1,7 @@
 //! The heap a JSON text takes once parsed into a `serde_json::Value` tree, estimated
 //! from the text without building the tree: how the host bounds the memory of an MCP
-//! server's `tools/list` before it makes a manifest of it (`mcp.rs`, `mcp_manifest.rs`).
+//! server's `tools/list` before it makes a manifest of it (`mcp.rs`, `mcp_manifest.rs`),
+//! and of the files of a `--storage-dir` store before it loads them (`backends/`).
 
 use serde::Deserialize;
 use serde::de::{Deserializer, MapAccess, SeqAccess, Visitor};
@@ -48,8 +49,18 @@ pub(super) fn tree_cost(raw: &RawValue) -> Result<usize> {
     Ok(serde_json::from_str::<TreeCost>(raw.get())?.0)
 }
 
+/// The estimated heap of every JSON value in `bytes` (one, or one a line) once parsed,
+/// each with its own `Value`; reading stops at the first that is not JSON (a torn last
+/// line).
+pub(crate) fn stream_cost(bytes: &[u8]) -> usize {
+    serde_json::Deserializer::from_slice(bytes)
+        .into_iter::<TreeCost>()
+        .map_while(std::result::Result::ok)
+        .fold(0, |sum, c| sum.saturating_add(c.0 + size_of::<Value>()))
+}
+
 /// The estimated heap of a `serde_json::Value`'s tree, as [`tree_cost`] counts it.
-pub(super) fn value_cost(v: &Value) -> usize {
+pub(crate) fn value_cost(v: &Value) -> usize {
     match v {
         Value::String(s) => string_cost(s.len()),
         Value::Array(a) => a.iter().fold(array_cost(a.len()), |sum, v| {

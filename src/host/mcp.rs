@@ -122,14 +122,14 @@ impl ToolsPager {
                 "MAX_TOOLS_LIST_BYTES",
             ));
         }
-        let (list, next) = read_page(result)?;
-        if self.tools.len() + list.len() > MAX_TOOLS {
+        let room = MAX_TOOLS - self.tools.len();
+        let Some((list, next)) = read_page(result, room)? else {
             return Err(past_cap(
-                format!("{} tools", self.tools.len() + list.len()),
+                format!("more than {room} tools on page {}", self.pages),
                 MAX_TOOLS,
                 "MAX_TOOLS",
             ));
-        }
+        };
         self.keep(&list)?;
         match next {
             Some(next) if self.cursor.as_deref() == Some(next.as_str()) => {
@@ -166,17 +166,22 @@ impl ToolsPager {
     }
 }
 
-/// A page's tools (borrowed) and its `nextCursor` when that is a string.
-fn read_page(result: &RawValue) -> Result<(Vec<&RawValue>, Option<String>)> {
+/// A page's tools (borrowed) and its `nextCursor` when that is a string; `None` when it
+/// has more than `room` tools (counted as they are read: no list past it is made).
+fn read_page(result: &RawValue, room: usize) -> Result<Option<(Vec<&RawValue>, Option<String>)>> {
     // Serde would also read a struct from an array (`[tools, nextCursor]`): not a page.
     let is_object = result.get().trim_start().starts_with('{');
     let page = serde_json::from_str::<Page>(result.get())
         .ok()
         .filter(|_| is_object);
-    let list = page
-        .as_ref()
-        .and_then(|p| p.tools)
-        .and_then(|t| serde_json::from_str::<Vec<&RawValue>>(t.get()).ok());
+    let crowded = std::cell::Cell::new(false);
+    let list = page.as_ref().and_then(|p| p.tools).and_then(|t| {
+        let mut de = serde_json::Deserializer::from_str(t.get());
+        serde::de::DeserializeSeed::deserialize(AtMost(room, &crowded), &mut de).ok()
+    });
+    if crowded.get() {
+        return Ok(None);
+    }
     let Some(list) = list else {
         return Err(Error::Protocol(format!(
             "tools/list result has no `tools` array: {}",
@@ -186,7 +191,45 @@ fn read_page(result: &RawValue) -> Result<(Vec<&RawValue>, Option<String>)> {
     let next = page
         .and_then(|p| p.next_cursor)
         .and_then(|c| serde_json::from_str::<String>(c.get()).ok());
-    Ok((list, next))
+    Ok(Some((list, next)))
+}
+
+/// Reads a JSON array of at most `.0` elements, each as its text; past that it stops and
+/// notes it in `.1`.
+struct AtMost<'c>(usize, &'c std::cell::Cell<bool>);
+
+impl<'de> serde::de::DeserializeSeed<'de> for AtMost<'_> {
+    type Value = Vec<&'de RawValue>;
+
+    fn deserialize<D: serde::Deserializer<'de>>(
+        self,
+        d: D,
+    ) -> std::result::Result<Self::Value, D::Error> {
+        d.deserialize_seq(self)
+    }
+}
+
+impl<'de> serde::de::Visitor<'de> for AtMost<'_> {
+    type Value = Vec<&'de RawValue>;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "an array of at most {} tools", self.0)
+    }
+
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(
+        self,
+        mut seq: A,
+    ) -> std::result::Result<Self::Value, A::Error> {
+        let mut items = Vec::new();
+        while let Some(item) = seq.next_element::<&RawValue>()? {
+            if items.len() == self.0 {
+                self.1.set(true);
+                return Err(serde::de::Error::custom("too many tools"));
+            }
+            items.push(item);
+        }
+        Ok(items)
+    }
 }
 
 /// The error for a `tools/list` past one of its caps: what was read, the cap and its name.
@@ -618,7 +661,7 @@ mod tests {
         let many = serde_json::value::to_raw_value(&json!({"tools": many})).expect("JSON");
         let why = error_text(ToolsPager::default().take(&many));
         assert!(
-            why.contains("MAX_TOOLS") && why.contains("10001 tools"),
+            why.contains("MAX_TOOLS") && why.contains("more than 10000 tools"),
             "{why}"
         );
     }

@@ -136,9 +136,10 @@ impl Budget {
         Ok(())
     }
 
-    /// Clones `v` once it is paid for.
+    /// Clones `v` once it is paid for: twice, since the parameter list is turned into a
+    /// `Value` (a second copy) while it still lives.
     fn copy(&mut self, v: &Value) -> Result<Value> {
-        self.spend(value_cost(v))?;
+        self.spend(value_cost(v).saturating_mul(2))?;
         Ok(v.clone())
     }
 }
@@ -193,7 +194,12 @@ fn param(
     };
     let kind = kind_of(branch);
     let description = text("description").or_else(|| text("title")).unwrap_or("");
-    budget.spend(PARAM_COST + string_cost(name.len()) + string_cost(description.len()))?;
+    // Twice: the `Param` and the `Value` made of the list live at once.
+    let cost = PARAM_COST + size_of::<Param>() + string_cost(name.len());
+    budget.spend(
+        cost.saturating_add(string_cost(description.len()))
+            .saturating_mul(2),
+    )?;
     let mut p = Param::new(name, kind, description);
     p.required = required;
     p.default = s.get("default").map(|d| budget.copy(d)).transpose()?;

@@ -85,11 +85,13 @@ impl Files {
         std::fs::create_dir_all(dir).map_err(|e| named(dir, e))?;
         let handle = sys::Dir::open(dir).map_err(|e| named(dir, e))?;
         let path = dir.join(LOCK_FILE);
-        // Made exclusively (never through a link), or opened as any other entry.
+        // Made exclusively (never through a link), or opened as any other entry: for
+        // writing too, which an exclusive lock needs where `flock` is emulated with POSIX
+        // locks (NFS).
         let lock = match OpenOptions::new().write(true).create_new(true).open(&path) {
             Ok(file) => file,
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
-                let file = open_checked(&handle, &path, false)?;
+                let file = open_checked(&handle, &path, true)?;
                 file.ok_or_else(|| named(&path, io::ErrorKind::NotFound.into()))?
             }
             Err(e) => return Err(named(&path, e)),
@@ -117,7 +119,9 @@ impl Files {
         let mut pause = Duration::from_millis(1);
         loop {
             if sys::try_lock_file(&self.lock, exclusive).map_err(|e| self.lock_error(e))? {
-                return Ok(Locked(&self.lock));
+                let locked = Locked(&self.lock);
+                self.check_lock_file()?;
+                return Ok(locked);
             }
             if Instant::now() >= deadline {
                 let why = format!("another process has held the lock for over {wait:?}");
@@ -125,6 +129,27 @@ impl Files {
             }
             std::thread::sleep(pause);
             pause = (pause * 2).min(LOCK_POLL_MAX);
+        }
+    }
+
+    /// Whether the lock held is still the one `storage.lock` names: a lock file removed
+    /// (or replaced) while the store is open would let a process that opens the directory
+    /// later take another lock, and two writers would no longer take turns. Refused then,
+    /// rather than written unserialized.
+    fn check_lock_file(&self) -> io::Result<()> {
+        let path = self.path(LOCK_FILE);
+        let held = self
+            .lock
+            .metadata()
+            .and_then(|meta| sys::file_identity(&self.lock, &meta));
+        let named_now = sys::entry_identity(&path);
+        match (held, named_now) {
+            (Ok((held, _)), Ok(now)) if held == now => Ok(()),
+            _ => Err(refusal(
+                &path,
+                "was removed or replaced while the store was open, so other processes no \
+                 longer take turns with this one: start this one again",
+            )),
         }
     }
 
@@ -255,9 +280,12 @@ impl Log {
     /// Appends `line` (ending in a newline) at `at`, its end, and flushes it to disk. A
     /// failed append is cut off again where possible, so no half line stays.
     pub fn append(&mut self, line: &[u8], at: u64) -> io::Result<()> {
+        // The end, under the exclusive lock (Unix appends there anyway; Windows opens the
+        // log for writing, not appending, so that a failed append can be cut off).
         let appended = self
             .file
-            .write_all(line)
+            .seek(SeekFrom::Start(at))
+            .and_then(|_| self.file.write_all(line))
             .and_then(|()| self.file.sync_data());
         if let Err(e) = appended {
             if self.file.set_len(at).is_err() {
@@ -416,6 +444,22 @@ mod tests {
         }
         let _writing = a.lock_within(true, short).unwrap();
         assert!(b.lock_within(false, short).is_err());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// A lock file removed while a store is open: its lock no longer excludes a process
+    /// that opens the directory afterwards, so it refuses to go on.
+    #[test]
+    #[cfg(unix)] // Windows refuses a new file under a name whose old file is still open
+    fn a_lock_file_removed_under_an_open_store_is_refused() {
+        let dir = scratch("removed-lock");
+        let a = Files::open(&dir).unwrap();
+        drop(a.lock_within(true, Duration::from_secs(30)).unwrap());
+        std::fs::remove_file(dir.join(LOCK_FILE)).unwrap();
+        let late = Files::open(&dir).unwrap();
+        let _held = late.lock_within(true, Duration::from_secs(30)).unwrap();
+        let err = a.lock_within(true, Duration::from_secs(30)).err().unwrap();
+        assert!(err.to_string().contains("removed or replaced"), "{err}");
         let _ = std::fs::remove_dir_all(&dir);
     }
 

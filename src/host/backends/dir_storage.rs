@@ -55,8 +55,10 @@
 //! | `storage.json`, `storage.log` | [`MAX_FILE_BYTES`] (77,414,400 bytes, 74 MiB): larger is refused unread |
 //! | waiting for another process's lock | [`LOCK_WAIT`] (20 s; then -32603) |
 //!
-//! The store lives in memory: about its size, and while the files are read, the larger
-//! of them again.
+//! The store lives in memory, its values as `serde_json::Value` trees: a few times their
+//! text for strings and flat objects, up to about 90 times for values made of many tiny
+//! objects (`[{"a":0},...]`), so 64 MiB of such values could take gigabytes; and while
+//! the files are read, the larger of them again.
 
 use std::io;
 use std::path::{Path, PathBuf};
@@ -71,6 +73,7 @@ use super::dir_files::{Files, LOG_FILE, Log, Stamp, random_u64, refusal};
 use super::storage::MAX_VALUE_BYTES;
 use super::storage::{Change, MAX_ENTRIES, MAX_STORE_BYTES, MemoryStorage};
 use crate::error::{Result, RpcError, codes};
+use crate::host::json_cost::stream_cost;
 use crate::host::service::{ReverseCall, Service};
 use crate::lock::lock;
 
@@ -240,6 +243,10 @@ impl DirStorage {
             self.load(view, journal.as_mut(), stamp)?;
         } else if let (Some(j), Some(pos)) = (journal.as_mut(), view.log.as_mut()) {
             let bytes = j.read_from(pos.offset, MAX_FILE_BYTES)?;
+            let heap = stream_cost(&bytes);
+            if heap > MAX_LOADED_HEAP {
+                return Err(too_much_memory(&j.path, heap));
+            }
             let text = parse_log(&bytes, pos.offset, pos.lines)
                 .map_err(|why| left_as_it_is(&j.path, &why))?;
             view.compact |= text.torn;
@@ -265,6 +272,10 @@ impl DirStorage {
         view.stale = true;
         let bytes = self.files.read(STORAGE_FILE, MAX_FILE_BYTES)?;
         let snapshot_len = bytes.as_ref().map_or(0, |b| b.len() as u64);
+        let mut heap = bytes.as_deref().map_or(0, stream_cost);
+        if heap > MAX_LOADED_HEAP {
+            return Err(too_much_memory(&self.file, heap));
+        }
         let snapshot = match bytes {
             Some(bytes) => parse_json(&bytes).map_err(|why| left_as_it_is(&self.file, &why))?,
             None => json!({ "generation": 0, "entries": [] }),
@@ -273,6 +284,10 @@ impl DirStorage {
         let text = match journal {
             Some(j) => {
                 let bytes = j.read_from(0, MAX_FILE_BYTES)?;
+                heap = heap.saturating_add(stream_cost(&bytes));
+                if heap > MAX_LOADED_HEAP {
+                    return Err(too_much_memory(&j.path, heap));
+                }
                 let text = parse_log(&bytes, 0, 0).map_err(|why| left_as_it_is(&j.path, &why))?;
                 let skip = skipped(&text, &bytes, covered.as_ref())
                     .map_err(|why| left_as_it_is(&self.file, &why))?;
@@ -408,6 +423,24 @@ impl Service for DirStorage {
 
 fn internal(e: io::Error) -> RpcError {
     RpcError::new(codes::INTERNAL_ERROR, format!("local storage: {e}"))
+}
+
+/// The most memory the snapshot and the log may take once parsed, estimated from their
+/// text before they are (`json_cost::stream_cost`): what this store writes at most, the
+/// store's own [`MAX_STORE_BYTES`] in each (the log is folded into the snapshot once it
+/// outgrows it), with each entry's own fields. A value of many tiny objects takes up to 90
+/// times its text as a tree, so a file within [`MAX_FILE_BYTES`] may still be refused here.
+const MAX_LOADED_HEAP: usize = 2 * (MAX_STORE_BYTES + MAX_ENTRIES * ENTRY_FIELDS_BYTES * 2);
+
+/// A file whose contents would take more memory than [`MAX_LOADED_HEAP`].
+fn too_much_memory(path: &Path, heap: usize) -> io::Error {
+    left_as_it_is(
+        path,
+        &format!(
+            "its values would take about {heap} bytes of memory, more than this store \
+             keeps ({MAX_LOADED_HEAP})"
+        ),
+    )
 }
 
 /// A file refused for `why`, which it is left as it is.
@@ -917,6 +950,28 @@ mod tests {
         assert!(
             err.contains(&format!("over the {MAX_FILE_BYTES}-byte limit")),
             "{err}"
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// A file within the size cap whose values would take far more memory as trees (many
+    /// tiny objects: about 80 times their text) is refused before it is parsed.
+    #[test]
+    fn a_file_whose_trees_would_pass_the_memory_bound_is_refused_unparsed() {
+        let dir = scratch("tiny-objects");
+        std::fs::create_dir_all(&dir).unwrap();
+        let tiny = vec!["{\"a\":0}"; 400_000].join(",");
+        let text = format!(
+            "{{\"generation\":1,\"entries\":[{{\"scope\":\"user\",\"key\":\"k\",\
+             \"etag\":\"x\",\"value\":[{tiny}]}}]}}\n"
+        );
+        assert!((text.len() as u64) < MAX_FILE_BYTES / 10);
+        std::fs::write(dir.join(STORAGE_FILE), &text).unwrap();
+        let err = DirStorage::open(&dir).unwrap_err().to_string();
+        assert!(err.contains("more than this store keeps"), "{err}");
+        assert_eq!(
+            std::fs::read_to_string(dir.join(STORAGE_FILE)).unwrap(),
+            text
         );
         let _ = std::fs::remove_dir_all(&dir);
     }

@@ -5,11 +5,12 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::sync::Mutex;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde_json::{Value, json};
 
 use crate::error::RpcError;
+use crate::host::json_cost::value_cost;
 use crate::host::service::{ReverseCall, Service};
 use crate::lock::lock;
 
@@ -17,9 +18,10 @@ use crate::lock::lock;
 pub const MAX_VALUE_BYTES: usize = 64 * 1024;
 /// Entries one store holds before refusing new keys (memory stays bounded).
 pub const MAX_ENTRIES: usize = 10_000;
-/// Keys and values one store holds in all, each value counted as its JSON text and each
-/// key as a JSON string, before a write that would grow it is refused (-32024): memory,
-/// and a [`DirStorage`](super::DirStorage) file, stay bounded.
+/// Keys and values one store holds in all, each value counted as its JSON text or as the
+/// memory its tree takes, whichever is more (a value of many tiny objects takes up to 90
+/// times its text), and each key as a JSON string, before a write that would grow it is
+/// refused (-32024): memory, and a [`DirStorage`](super::DirStorage) file, stay bounded.
 pub const MAX_STORE_BYTES: usize = 64 * 1024 * 1024;
 /// Longest key accepted.
 pub(crate) const MAX_KEY_BYTES: usize = 1024;
@@ -71,10 +73,10 @@ impl Store {
     }
 }
 
-/// What an entry counts against [`MAX_STORE_BYTES`]: its value's JSON text and its key as
-/// a JSON string.
+/// What an entry counts against [`MAX_STORE_BYTES`]: its value's JSON text or tree,
+/// whichever is larger, and its key as a JSON string.
 fn cost(id: &Id, entry: &Entry) -> usize {
-    entry.size_bytes + json_string_len(&id.1)
+    entry.size_bytes.max(entry.heap) + json_string_len(&id.1)
 }
 
 fn json_string_len(s: &str) -> usize {
@@ -116,13 +118,18 @@ struct Entry {
     value: Value,
     etag: String,
     size_bytes: usize,
+    /// The estimated memory of its value's tree.
+    heap: usize,
     updated_at_ms: u64,
-    expires: Option<Instant>,
+    /// When it expires, in epoch milliseconds: the wall clock, which other processes
+    /// sharing a [`DirStorage`](super::DirStorage) file read the same way (a monotonic
+    /// instant would drift from it across a suspend or a clock step).
+    expires_at_ms: Option<u64>,
 }
 
 impl Entry {
-    fn live(&self, now: Instant) -> bool {
-        self.expires.is_none_or(|t| t > now)
+    fn live(&self, now_ms: u64) -> bool {
+        self.expires_at_ms.is_none_or(|t| t > now_ms)
     }
 }
 
@@ -151,12 +158,12 @@ impl MemoryStorage {
     pub fn value(&self, scope: &str, key: &str) -> Option<Value> {
         let store = lock(&self.store);
         let e = store.entries.get(&(scope.to_owned(), key.to_owned()))?;
-        e.live(Instant::now()).then(|| e.value.clone())
+        e.live(now_ms()).then(|| e.value.clone())
     }
 
     /// Number of live entries across all scopes.
     pub fn len(&self) -> usize {
-        let now = Instant::now();
+        let now = now_ms();
         lock(&self.store)
             .entries
             .values()
@@ -172,21 +179,16 @@ impl MemoryStorage {
     /// The live entries and the etag generation, as JSON (expiries as epoch
     /// milliseconds), for [`DirStorage`](super::DirStorage) to keep in a file.
     pub(crate) fn snapshot(&self) -> Value {
-        let now = Instant::now();
-        let wall = now_ms();
+        let now = now_ms();
         let store = lock(&self.store);
         let entries: Vec<Value> = store
             .entries
             .iter()
             .filter(|(_, e)| e.live(now))
             .map(|((scope, key), e)| {
-                let expires = e.expires.map(|t| {
-                    let left = u64::try_from(t.duration_since(now).as_millis()).unwrap_or(0);
-                    wall.saturating_add(left)
-                });
                 json!({
                     "scope": scope, "key": key, "value": e.value, "etag": e.etag,
-                    "updated_at_ms": e.updated_at_ms, "expires_at_ms": expires,
+                    "updated_at_ms": e.updated_at_ms, "expires_at_ms": e.expires_at_ms,
                 })
             })
             .collect();
@@ -211,14 +213,14 @@ impl MemoryStorage {
             Some(_) => return Err("`entries` must be an array".into()),
             None => return Err("no `entries` (an array)".into()),
         };
-        let (now, wall) = (Instant::now(), now_ms());
+        let wall = now_ms();
         let mut fresh = Store {
             generation,
             ..Store::default()
         };
         for (i, e) in entries.into_iter().enumerate() {
             let (id, entry) =
-                stored_entry(e, now, wall).map_err(|why| format!("entries[{i}]: {why}"))?;
+                stored_entry(e, wall).map_err(|why| format!("entries[{i}]: {why}"))?;
             if fresh.entries.contains_key(&id) {
                 return Err(format!(
                     "entries[{i}]: a second entry for key {:?} in scope {:?}",
@@ -244,7 +246,7 @@ impl MemoryStorage {
             .and_then(Value::as_u64)
             .ok_or("no `generation` (a non-negative integer)")?;
         let (id, entry) = match obj.get("op").and_then(Value::as_str) {
-            Some("set") => stored_entry(Value::Object(obj), Instant::now(), now_ms())?,
+            Some("set") => stored_entry(Value::Object(obj), now_ms())?,
             Some("delete") => ((stored_scope(&obj)?, stored_key(&obj)?), None),
             _ => return Err("`op` must be \"set\" or \"delete\"".into()),
         };
@@ -338,12 +340,19 @@ impl MemoryStorage {
         let mut store = lock(&self.store);
         purge_if_expired(&mut store, &id);
         check_if_match(p, store.entries.get(&id))?;
-        check_quota(&store, &id, text.len())?;
+        let heap = value_cost(&value);
+        let size = text.len().max(heap);
+        if check_quota(&store, &id, size).is_err() {
+            // Expired entries still count until touched: gone before a refusal.
+            purge_expired(&mut store);
+            check_quota(&store, &id, size)?;
+        }
         store.generation += 1;
         let etag = format!("W/\"{}-{:016x}\"", store.generation, fnv1a(text.as_bytes()));
         let wall = now_ms();
+        // A lifetime past what the clock can count never ends (saturates).
+        let expires = ttl.map(|s| wall.saturating_add(s.saturating_mul(1000)));
         let change = record.then(|| {
-            let expires = ttl.map(|s| wall.saturating_add(s.saturating_mul(1000)));
             json!({
                 "op": "set", "scope": id.0, "key": id.1, "value": value, "etag": etag,
                 "updated_at_ms": wall, "expires_at_ms": expires, "generation": store.generation,
@@ -353,8 +362,9 @@ impl MemoryStorage {
             value,
             etag: etag.clone(),
             size_bytes: text.len(),
+            heap,
             updated_at_ms: wall,
-            expires: ttl.map(|s| Instant::now() + Duration::from_secs(s)),
+            expires_at_ms: expires,
         };
         store.insert(id, entry);
         let answer =
@@ -394,7 +404,7 @@ impl MemoryStorage {
         if opt_str(p, "kind")?.as_deref() == Some("file") {
             return Ok(json!({ "items": [], "next_cursor": null }));
         }
-        let now = Instant::now();
+        let now = now_ms();
         let store = lock(&self.store);
         let mut items = Vec::new();
         let mut next_cursor = Value::Null;
@@ -475,11 +485,21 @@ fn opt_str(p: &Value, field: &str) -> Result<Option<String>, RpcError> {
 }
 
 fn purge_if_expired(store: &mut Store, id: &Id) {
-    if store
+    if store.entries.get(id).is_some_and(|e| !e.live(now_ms())) {
+        store.remove(id);
+    }
+}
+
+/// Removes every expired entry.
+fn purge_expired(store: &mut Store) {
+    let now = now_ms();
+    let dead: Vec<Id> = store
         .entries
-        .get(id)
-        .is_some_and(|e| !e.live(Instant::now()))
-    {
+        .iter()
+        .filter(|(_, e)| !e.live(now))
+        .map(|(id, _)| id.clone())
+        .collect();
+    for id in &dead {
         store.remove(id);
     }
 }
@@ -504,7 +524,7 @@ fn check_quota(store: &Store, id: &Id, size: usize) -> Result<(), RpcError> {
 
 /// An entry as [`MemoryStorage::snapshot`] writes it (a `set` log line is one too), checked;
 /// `None` for the entry when its expiry is past.
-fn stored_entry(e: Value, now: Instant, wall: u64) -> Result<(Id, Option<Entry>), String> {
+fn stored_entry(e: Value, wall: u64) -> Result<(Id, Option<Entry>), String> {
     let Value::Object(mut obj) = e else {
         return Err("not a JSON object".into());
     };
@@ -524,17 +544,17 @@ fn stored_entry(e: Value, now: Instant, wall: u64) -> Result<(Id, Option<Entry>)
         _ => return Err("no `etag` (a string)".into()),
     };
     let updated_at_ms = stored_ms(&obj, "updated_at_ms")?.unwrap_or(wall);
-    let expires = match stored_ms(&obj, "expires_at_ms")? {
+    let expires_at_ms = match stored_ms(&obj, "expires_at_ms")? {
         Some(at) if at <= wall => return Ok((id, None)),
-        Some(at) => Some(now + Duration::from_millis(at - wall)),
-        None => None,
+        other => other,
     };
     let entry = Entry {
+        heap: value_cost(&value),
         value,
         etag,
         size_bytes,
         updated_at_ms,
-        expires,
+        expires_at_ms,
     };
     Ok((id, Some(entry)))
 }
@@ -750,6 +770,44 @@ mod tests {
                 .code,
             -32028
         );
+    }
+
+    /// A lifetime past what the clock can count never ends (it panicked on the monotonic
+    /// clock's addition), and an expired entry does not count against the store's quota.
+    #[test]
+    fn lifetimes_are_wall_clock_and_saturate() {
+        let s = MemoryStorage::new();
+        let set = json!({"key": "k", "value": 1, "scope": "user", "ttl_seconds": u64::MAX});
+        call(&s, "storage/set", set).expect("a set with the longest lifetime");
+        assert_eq!(s.value("user", "k"), Some(json!(1)));
+        let expired = json!({
+            "generation": 1,
+            "entries": [{"scope": "user", "key": "old", "value": 2, "etag": "W/\"1-0\"",
+                         "updated_at_ms": 1, "expires_at_ms": 2}],
+        });
+        s.restore(expired).expect("a snapshot");
+        assert_eq!(
+            s.value("user", "old"),
+            None,
+            "expired at 2 ms after the epoch"
+        );
+        assert_eq!(s.snapshot()["entries"], json!([]));
+    }
+
+    /// Values of many tiny objects count as the memory their trees take (about 80 times
+    /// their text), so the store's quota bounds its memory: 60 KB of `{"a":0}`s is about
+    /// 5 MB of tree, and a dozen reach the 64 MiB quota (their text alone never would).
+    #[test]
+    fn values_count_as_the_memory_their_trees_take() {
+        let s = MemoryStorage::new();
+        let tiny = Value::Array(vec![json!({"a": 0}); 7_500]);
+        let refused = (0..40).find_map(|i| {
+            let set = json!({"key": format!("k{i}"), "value": tiny, "scope": "user"});
+            call(&s, "storage/set", set).err().map(|e| (i, e))
+        });
+        let (at, e) = refused.expect("refused before 40 values");
+        assert_eq!(e.code, -32024, "{e}");
+        assert!((5..20).contains(&at), "refused at value {at}");
     }
 
     #[test]

@@ -227,10 +227,13 @@ impl Dir {
         self.open_entry(name, OpenOptions::new().read(true))
     }
 
-    /// Opens the entry `name` for reading and appending, as [`Dir::open_entry_nofollow`]
-    /// opens it for reading: never through a link, never a device.
+    /// Opens the entry `name` for reading and writing (at the end the caller seeks to), as
+    /// [`Dir::open_entry_nofollow`] opens it for reading: never through a link, never a
+    /// device.
     pub fn open_entry_nofollow_append(&self, name: &OsStr) -> io::Result<File> {
-        self.open_entry(name, OpenOptions::new().read(true).append(true))
+        // Not `append`: its handle lacks FILE_WRITE_DATA, so a failed append could not be
+        // cut off again (`set_len`). The caller writes at the end it seeks to.
+        self.open_entry(name, OpenOptions::new().read(true).write(true))
     }
 
     fn open_entry(&self, name: &OsStr, options: &mut OpenOptions) -> io::Result<File> {
