@@ -174,9 +174,10 @@ fn invokes_read_after_shutdown_are_refused_before_it_is_handled() {
     assert_eq!(lines.len(), 5, "{lines:?}");
 }
 
-/// A v1 `initialize` and an invoke that samples in one write, while the dispatch side,
-/// which answers the `initialize`, is held: the invoke sees the v1 session (-32008, and no
-/// frame to the host). Before, it sampled (every run).
+/// A v1 `initialize` and an invoke that samples in one write, while the dispatch side is
+/// held: the `initialize` is answered first, by the reader (which recorded it), and the
+/// invoke sees the v1 session (-32008, and no frame to the host). Before, it sampled
+/// (every run).
 #[test]
 fn an_invoke_read_after_a_v1_initialize_sees_v1_before_it_is_answered() {
     let (mut p, opener) = held_plugin();
@@ -188,16 +189,18 @@ fn an_invoke_read_after_a_v1_initialize_sees_v1_before_it_is_answered() {
         ],
     );
     let first = p.recv();
+    assert_eq!(first.raw_id().as_deref(), Some("\"init\""), "{}", first.raw);
+    assert_eq!(first.result()["protocolVersion"], "1.1", "{}", first.raw);
+    let second = p.recv();
     assert!(
-        first.method().is_none(),
+        second.method().is_none(),
         "the plugin called a v1 host: {}",
-        first.raw
+        second.raw
     );
-    assert_eq!(first.raw_id().as_deref(), Some("1"), "{}", first.raw);
-    assert!(first.failure().contains("-32008"), "{}", first.raw);
-    let lines = release(p, opener, vec![first]);
+    assert_eq!(second.raw_id().as_deref(), Some("1"), "{}", second.raw);
+    assert!(second.failure().contains("-32008"), "{}", second.raw);
+    let lines = release(p, opener, vec![first, second]);
     assert!(lines.iter().all(|m| m.method().is_none()), "{lines:?}");
-    assert_eq!(reply(&lines, "\"init\"").result()["protocolVersion"], "1.1");
     assert_eq!(lines.len(), 4, "{lines:?}");
 }
 
@@ -413,4 +416,42 @@ fn a_shutdown_read_past_the_budget_is_answered_and_holds() {
     }
     assert!(busy >= 1, "the budget was never spent");
     assert!(p.finish().is_empty());
+}
+
+/// A pipelined `initialize` is answered before anything read after it (issue 38, item 5):
+/// its reply is the first line out, though what follows it is answered on the reader
+/// itself (an inline invoke). Before, the reply waited for the dispatch side, and the
+/// invokes read behind it were often answered first.
+#[test]
+fn a_pipelined_initialize_is_answered_before_what_follows_it() {
+    let mut rounds = vec![(
+        r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2.0","clientInfo":{"name":"t","version":"0"},"capabilities":{}}}"#,
+        r#"{"jsonrpc":"2.0","id":ID,"method":"invoke","params":{"tool":"echo","arguments":{"n":ID}}}"#,
+    )];
+    if cfg!(feature = "mcp") {
+        rounds.push((
+            r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"0"}}}"#,
+            r#"{"jsonrpc":"2.0","id":ID,"method":"tools/call","params":{"name":"echo","arguments":{"n":ID}}}"#,
+        ));
+    }
+    for (init, call) in rounds {
+        for round in 0..10 {
+            let mut p = Conn::spawn();
+            let calls: Vec<String> = (1..=20)
+                .map(|i| call.replace("ID", &i.to_string()))
+                .collect();
+            let mut frames = vec![init];
+            frames.extend(calls.iter().map(String::as_str));
+            one_write(&mut p, &frames);
+            let first = p.recv();
+            assert_eq!(
+                first.raw_id().as_deref(),
+                Some("0"),
+                "round {round}: the first line out is not the initialize reply: {}",
+                first.raw
+            );
+            let rest = p.finish();
+            assert_eq!(rest.len(), 20, "every call answered once: {rest:?}");
+        }
+    }
 }

@@ -128,6 +128,17 @@ pub(crate) enum Method {
 }
 
 impl Method {
+    /// Whether this is an `initialize` (Executa's or MCP's), which the reader answers as
+    /// it reads it.
+    pub fn is_handshake(&self) -> bool {
+        match self {
+            Method::Initialize(_) => true,
+            #[cfg(feature = "mcp")]
+            Method::McpInitialize(_) => true,
+            _ => false,
+        }
+    }
+
     /// The method named `name`; never `initialize`, which the reader handles itself.
     pub fn parse(name: &str) -> Method {
         match name {

@@ -484,6 +484,21 @@ impl Reader {
             Parsed::Job(job) => job,
             Parsed::Done => return None,
         };
+        if let Job::Request {
+            line,
+            id: Some(id),
+            method,
+        } = &job
+            && method.is_handshake()
+        {
+            // Answered here, before anything read after it: its reply is made already.
+            let mut frame = Vec::with_capacity(512);
+            self.svc
+                .answer_lifecycle(method, line.bytes(id), &mut frame);
+            batch.flush(&self.svc);
+            self.svc.peer.out.send(frame, false);
+            return None;
+        }
         if self.shut {
             self.after_shutdown(job, batch);
             return None;

@@ -27,14 +27,19 @@ impl Call {
             #[serde(rename = "progressToken", borrow)]
             progress_token: Option<&'a RawValue>,
         }
-        // The spec's token is a string or an integer: anything else sends no progress,
-        // and the token is written anew (compact, one line), never echoed byte for byte.
+        // The spec's token is a string or an integer: anything else sends no progress.
+        // It is echoed byte for byte as received (a number past u64 read as a float
+        // would come back as `1e+30`); a string's or a number's text is one line.
         let token = meta
             .and_then(|m| serde_json::from_str::<Meta<'_>>(m).ok())
             .and_then(|m| m.progress_token)
-            .and_then(|t| serde_json::from_str::<Value>(t.get()).ok())
-            .filter(|t| t.is_string() || t.is_number())
-            .map(|t| wire::json_text(&t).into());
+            .map(RawValue::get)
+            .filter(|t| {
+                t.starts_with('"')
+                    || t.starts_with('-')
+                    || t.starts_with(|c: char| c.is_ascii_digit())
+            })
+            .map(Into::into);
         Call {
             progress_token: token,
             seen: None,
@@ -197,7 +202,7 @@ mod tests {
     }
 
     #[test]
-    fn a_progress_token_is_a_string_or_a_number_written_anew() {
+    fn a_progress_token_is_a_string_or_a_number_echoed_byte_for_byte() {
         let token = |meta: &str| {
             let raw = serde_json::from_str::<&RawValue>(meta).expect("raw");
             Call::new(Some(raw.get())).progress_token.map(String::from)
@@ -207,6 +212,16 @@ mod tests {
             Some("\"ab\"")
         );
         assert_eq!(token(r#"{"progressToken": 7}"#).as_deref(), Some("7"));
+        // Past u64, and escapes, as received (issue 38: `1e+30` came back).
+        let big = "1000000000000000000000000000000";
+        assert_eq!(
+            token(&format!(r#"{{"progressToken": {big}}}"#)).as_deref(),
+            Some(big)
+        );
+        assert_eq!(
+            token(r#"{"progressToken": "ab"}"#).as_deref(),
+            Some(r#""ab""#)
+        );
         assert_eq!(token("{\"progressToken\": [1,\r\t2]}"), None);
         assert_eq!(token(r#"{"progressToken": null}"#), None);
         assert_eq!(token(r#"{"other": 1}"#), None);
