@@ -103,6 +103,16 @@ pub(crate) fn deadline_ms(timeout: Duration) -> u64 {
 /// `RandomState` hashers (randomly keyed per process), so ids are unique within a process
 /// and unpredictable across processes.
 pub fn new_invoke_id() -> String {
+    let [hi, lo] = unique_words();
+    let hi = (hi & !0xf000) | 0x4000; // version 4
+    let lo = (lo & !(0b11 << 62)) | (0b10 << 62); // RFC 4122 variant
+    format!("{hi:016x}{lo:016x}")
+}
+
+/// 128 bits unique within the process and unpredictable across processes: the clock, a
+/// process-wide counter and the pid, mixed by a `RandomState` hasher (randomly keyed per
+/// process). For invoke ids, and the storage directory's temporary names and log epochs.
+pub(crate) fn unique_words() -> [u64; 2] {
     static COUNTER: AtomicU64 = AtomicU64::new(0);
     let n = COUNTER.fetch_add(1, Ordering::Relaxed);
     let nanos = SystemTime::now()
@@ -110,11 +120,9 @@ pub fn new_invoke_id() -> String {
         .map(|d| d.as_nanos())
         .unwrap_or(0);
     let keys = RandomState::new();
-    let pid = std::process::id(); // a system call: asked once per id
+    let pid = std::process::id(); // a system call: asked once per call
     let mix = |salt: u64| keys.hash_one((salt, nanos, n, pid));
-    let hi = (mix(0x9e37_79b9) & !0xf000) | 0x4000; // version 4
-    let lo = (mix(0x85eb_ca6b) & !(0b11 << 62)) | (0b10 << 62); // RFC 4122 variant
-    format!("{hi:016x}{lo:016x}")
+    [mix(0x9e37_79b9), mix(0x85eb_ca6b)]
 }
 
 #[cfg(test)]

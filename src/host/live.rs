@@ -5,7 +5,7 @@ use std::io;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, Weak};
 use std::thread;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use super::shared::Shared;
 use super::signal::Signal;
@@ -86,17 +86,12 @@ pub fn shutdown_all() -> usize {
     let live: Vec<Arc<Shared>> = {
         let mut live = lock(&LIVE);
         live.closed = true;
-        let deadline = Instant::now() + START_WAIT;
-        while live.starting > 0 {
-            let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                log::warn!("a plugin being started was not registered in time: not shut down");
-                break;
-            }
-            live = STARTED
-                .wait_timeout(live, left)
-                .unwrap_or_else(|e| e.into_inner())
-                .0;
+        live = STARTED
+            .wait_timeout_while(live, START_WAIT, |l| l.starting > 0)
+            .unwrap_or_else(|e| e.into_inner())
+            .0;
+        if live.starting > 0 {
+            log::warn!("a plugin being started was not registered in time: not shut down");
         }
         live.processes.iter().filter_map(Weak::upgrade).collect()
     };

@@ -194,19 +194,12 @@ unsafe extern "system" fn on_console_event(kind: u32) -> BOOL {
     };
     ringer.ring(STOP_BYTE);
     if kind != CTRL_C_EVENT && kind != CTRL_BREAK_EVENT {
-        let end = Instant::now() + CLOSE_HOLD;
-        let mut serving = lock(&SERVING.0);
-        while *serving {
-            let left = end.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                break;
-            }
-            serving = SERVING
+        let serving = lock(&SERVING.0);
+        drop(
+            SERVING
                 .1
-                .wait_timeout(serving, left)
-                .unwrap_or_else(|e| e.into_inner())
-                .0;
-        }
+                .wait_timeout_while(serving, CLOSE_HOLD, |serving| *serving),
+        );
     }
     TRUE
 }
@@ -218,25 +211,46 @@ pub(crate) struct StopSignals(());
 /// and shutdown events, until the result is dropped. (A plugin without a console, as most
 /// are, gets none of these: end of input is its stop.)
 pub(crate) fn stop_signals(ringer: &Ringer) -> io::Result<StopSignals> {
-    *lock(&STOP_RINGER) = Some(ringer.try_clone()?);
     *lock(&SERVING.0) = true;
-    // SAFETY: registers a handler with the signature Windows calls.
-    if unsafe { SetConsoleCtrlHandler(Some(on_console_event), TRUE) } == FALSE {
-        *lock(&STOP_RINGER) = None;
+    if let Err(e) = add_console_handler(on_console_event, &STOP_RINGER, ringer) {
         *lock(&SERVING.0) = false;
-        return Err(io::Error::last_os_error());
+        return Err(e);
     }
     Ok(StopSignals(()))
 }
 
 impl Drop for StopSignals {
     fn drop(&mut self) {
-        // SAFETY: removes the handler registered above.
-        unsafe { SetConsoleCtrlHandler(Some(on_console_event), FALSE) };
-        *lock(&STOP_RINGER) = None;
+        remove_console_handler(on_console_event, &STOP_RINGER);
         *lock(&SERVING.0) = false;
         SERVING.1.notify_all();
     }
+}
+
+/// A console control handler, as Windows calls it.
+type ConsoleHandler = unsafe extern "system" fn(u32) -> BOOL;
+
+/// Puts `ringer` in `slot`, for `handler` to ring, and registers `handler` with the
+/// console; on failure `slot` is emptied again.
+fn add_console_handler(
+    handler: ConsoleHandler,
+    slot: &Mutex<Option<Ringer>>,
+    ringer: &Ringer,
+) -> io::Result<()> {
+    *lock(slot) = Some(ringer.try_clone()?);
+    // SAFETY: registers a handler with the signature Windows calls.
+    if unsafe { SetConsoleCtrlHandler(Some(handler), TRUE) } == FALSE {
+        *lock(slot) = None;
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Undoes [`add_console_handler`].
+fn remove_console_handler(handler: ConsoleHandler, slot: &Mutex<Option<Ringer>>) {
+    // SAFETY: removes a handler registered by `add_console_handler`.
+    unsafe { SetConsoleCtrlHandler(Some(handler), FALSE) };
+    *lock(slot) = None;
 }
 
 /// The room a logger line needs: its longest line (2 KiB), so a write that finds it never

@@ -354,19 +354,8 @@ impl Drop for OpenSession {
 
 /// Waits until no session is open, at most `limit`.
 fn wait_closed(limit: Duration) {
-    let deadline = Instant::now() + limit;
-    let mut open = OPEN.0.lock().unwrap_or_else(|e| e.into_inner());
-    while *open > 0 {
-        let left = deadline.saturating_duration_since(Instant::now());
-        if left.is_zero() {
-            return;
-        }
-        open = OPEN
-            .1
-            .wait_timeout(open, left)
-            .unwrap_or_else(|e| e.into_inner())
-            .0;
-    }
+    let open = OPEN.0.lock().unwrap_or_else(|e| e.into_inner());
+    drop(OPEN.1.wait_timeout_while(open, limit, |n| *n > 0));
 }
 
 /// The writer thread takes credits and reverse-call answers from the reader.

@@ -17,7 +17,7 @@ use std::io::Write;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::process::ExitCode;
 use std::sync::{Arc, Condvar, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use executa::host::{Interrupt, Interrupts};
 
@@ -108,18 +108,14 @@ pub fn at_end(end: impl Fn() + Send + Sync + 'static) {
 /// has not exited after [`TEARDOWN_WAIT`]).
 pub fn finish(code: ExitCode) -> ExitCode {
     let ends = {
-        let mut s = state();
-        let deadline = Instant::now() + TEARDOWN_WAIT;
         // Nothing notifies: this waits for the teardown's exit.
-        while matches!(s.phase, Phase::Interrupted) {
-            let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                return ExitCode::from(1);
-            }
-            s = PARKED
-                .wait_timeout(s, left)
-                .unwrap_or_else(|e| e.into_inner())
-                .0;
+        let (mut s, _) = PARKED
+            .wait_timeout_while(state(), TEARDOWN_WAIT, |s| {
+                matches!(s.phase, Phase::Interrupted)
+            })
+            .unwrap_or_else(|e| e.into_inner());
+        if matches!(s.phase, Phase::Interrupted) {
+            return ExitCode::from(1);
         }
         s.phase = Phase::Ending;
         std::mem::take(&mut s.ends)

@@ -87,21 +87,11 @@ impl CommandSampling {
     /// they all were.
     pub fn stop_running(&self, wait: Duration) -> bool {
         self.stopping.store(true, Ordering::SeqCst);
-        let deadline = Instant::now() + wait;
-        let mut running = lock(&self.running.0);
-        while *running > 0 {
-            let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                return false;
-            }
-            running = self
-                .running
-                .1
-                .wait_timeout(running, left)
-                .unwrap_or_else(|e| e.into_inner())
-                .0;
-        }
-        true
+        let (count, changed) = &self.running;
+        let (running, _) = changed
+            .wait_timeout_while(lock(count), wait, |n| *n > 0)
+            .unwrap_or_else(|e| e.into_inner());
+        *running == 0
     }
 
     /// Counts a command as running until the result is dropped; `None` once stopping.

@@ -7,12 +7,12 @@
 
 use std::ffi::OsStr;
 use std::fs::{File, OpenOptions};
-use std::hash::{BuildHasher, Hasher};
 use std::io::{self, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant, SystemTime};
 
+use crate::host::context::unique_words;
 use crate::sys;
 
 /// The log of changes since the snapshot, inside the directory.
@@ -374,25 +374,13 @@ pub(crate) fn refusal(path: &Path, why: &str) -> io::Error {
     )
 }
 
-/// 64 bits no other process or call is likely to have: std's randomly keyed hasher over
-/// the process id, a counter and the time.
-pub(crate) fn random_u64() -> u64 {
-    static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-    h.write_u32(std::process::id());
-    h.write_u64(COUNTER.fetch_add(1, Ordering::Relaxed));
-    let since = SystemTime::now().duration_since(SystemTime::UNIX_EPOCH);
-    h.write_u128(since.map_or(0, |d| d.as_nanos()));
-    h.finish()
-}
-
 fn temp_name(name: &str) -> String {
     static COUNTER: AtomicU64 = AtomicU64::new(0);
     let n = COUNTER.fetch_add(1, Ordering::Relaxed);
     format!(
         "{name}.{}-{n}-{:016x}.tmp",
         std::process::id(),
-        random_u64()
+        unique_words()[0]
     )
 }
 

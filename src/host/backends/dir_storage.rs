@@ -68,11 +68,12 @@ use serde_json::{Value, json};
 
 #[cfg(doc)]
 use super::dir_files::LOCK_WAIT;
-use super::dir_files::{Files, LOG_FILE, Log, Stamp, random_u64, refusal};
+use super::dir_files::{Files, LOG_FILE, Log, Stamp, refusal};
 #[cfg(doc)]
 use super::storage::MAX_VALUE_BYTES;
 use super::storage::{Change, MAX_ENTRIES, MAX_STORE_BYTES, MemoryStorage};
 use crate::error::{Result, RpcError, codes};
+use crate::host::context::unique_words;
 use crate::host::json_cost::stream_cost;
 use crate::host::service::{ReverseCall, Service};
 use crate::lock::lock;
@@ -374,7 +375,7 @@ impl DirStorage {
         }
         self.files.replace(STORAGE_FILE, &text)?;
         view.stale = true;
-        let epoch = format!("{:016x}", random_u64());
+        let epoch = format!("{:016x}", unique_words()[0]);
         let mut header = Vec::new();
         write_line(
             &mut header,

@@ -21,7 +21,7 @@ use windows_sys::Win32::Storage::FileSystem::{
     FILE_FLAG_OPEN_REPARSE_POINT, FILE_TYPE_DISK, GetFileInformationByHandle, GetFileType,
 };
 use windows_sys::Win32::System::Console::{
-    CTRL_BREAK_EVENT, CTRL_C_EVENT, GenerateConsoleCtrlEvent, SetConsoleCtrlHandler,
+    CTRL_BREAK_EVENT, CTRL_C_EVENT, GenerateConsoleCtrlEvent,
 };
 use windows_sys::Win32::System::JobObjects::{
     AssignProcessToJobObject, CreateJobObjectW, JOB_OBJECT_LIMIT_KILL_ON_JOB_CLOSE,
@@ -446,20 +446,13 @@ pub(crate) struct HostSignals(());
 /// console's close, logoff and shutdown events, until the result is dropped;
 /// [`last_host_signal`] says which came.
 pub(crate) fn host_signals(ringer: &super::Ringer) -> io::Result<HostSignals> {
-    *crate::lock::lock(&HOST_RINGER) = Some(ringer.try_clone()?);
-    // SAFETY: registers a handler with the signature Windows calls.
-    if unsafe { SetConsoleCtrlHandler(Some(on_host_console_event), TRUE) } == FALSE {
-        *crate::lock::lock(&HOST_RINGER) = None;
-        return Err(io::Error::last_os_error());
-    }
+    super::add_console_handler(on_host_console_event, &HOST_RINGER, ringer)?;
     Ok(HostSignals(()))
 }
 
 impl Drop for HostSignals {
     fn drop(&mut self) {
-        // SAFETY: removes the handler registered above.
-        unsafe { SetConsoleCtrlHandler(Some(on_host_console_event), FALSE) };
-        *crate::lock::lock(&HOST_RINGER) = None;
+        super::remove_console_handler(on_host_console_event, &HOST_RINGER);
     }
 }
 
