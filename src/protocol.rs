@@ -199,11 +199,45 @@ pub(crate) fn gate(method: &str, declared: &[String], v2: bool) -> Result<(), Rp
     Err(RpcError::with_code(family.code, family.symbol, msg))
 }
 
-/// The MCP revisions spoken, oldest first, by the plugin side (feature `mcp`) and the host
-/// side alike: all of them use the `initialize` handshake (2026-07-28's stateless requests
-/// are not spoken; such a client is answered with the newest).
+/// The handshake-era MCP revisions spoken, oldest first, by the plugin side (feature `mcp`)
+/// and the host side alike: each is agreed in an `initialize` handshake. A client offering
+/// another date in `initialize` is answered with the newest of them.
 #[cfg(any(feature = "mcp", feature = "host"))]
 pub const MCP_REVISIONS: [&str; 4] = ["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"];
+
+/// The stateless MCP revisions spoken (2026-07-28 on): no handshake; every request names
+/// its revision, client and client capabilities in `params._meta` under the
+/// [`MCP_META_VERSION`], [`MCP_META_CLIENT_INFO`] and [`MCP_META_CLIENT_CAPABILITIES`] keys.
+#[cfg(any(feature = "mcp", feature = "host"))]
+pub const MCP_MODERN_REVISIONS: [&str; 1] = ["2026-07-28"];
+
+/// Every MCP revision spoken, oldest first: what `server/discover`'s `supportedVersions`
+/// and the unsupported-version error's `data.supported` list.
+#[cfg(any(feature = "mcp", feature = "host"))]
+pub const MCP_ALL_REVISIONS: [&str; 5] = [
+    "2024-11-05",
+    "2025-03-26",
+    "2025-06-18",
+    "2025-11-25",
+    "2026-07-28",
+];
+
+/// `params._meta` key of a stateless MCP request: the revision it speaks.
+#[cfg(any(feature = "mcp", feature = "host"))]
+pub const MCP_META_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
+/// `params._meta` key of a stateless MCP request: the client's `{name, version}`.
+#[cfg(any(feature = "mcp", feature = "host"))]
+pub const MCP_META_CLIENT_INFO: &str = "io.modelcontextprotocol/clientInfo";
+/// `params._meta` key of a stateless MCP request: the client's capabilities object.
+#[cfg(any(feature = "mcp", feature = "host"))]
+pub const MCP_META_CLIENT_CAPABILITIES: &str = "io.modelcontextprotocol/clientCapabilities";
+/// `result._meta` key of a stateless MCP result: the server's `{name, version}`.
+#[cfg(any(feature = "mcp", feature = "host"))]
+pub const MCP_META_SERVER_INFO: &str = "io.modelcontextprotocol/serverInfo";
+/// The error a stateless MCP request naming a revision the server does not speak gets;
+/// its `data` is `{requested, supported}`.
+#[cfg(any(feature = "mcp", feature = "host"))]
+pub const MCP_UNSUPPORTED_VERSION: i64 = -32022;
 
 /// Whether a `protocolVersion` is an MCP revision's date (`YYYY-MM-DD`); Executa's are
 /// `2.0` and `1.1`. Never blocks.

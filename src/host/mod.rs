@@ -102,7 +102,11 @@ pub use crate::lint;
 /// MCP pieces for drivers that speak to an MCP server over pipes they own (`executa
 /// bench`): the revisions spoken and proposed, how an `initialize` answer is read, and the
 /// manifest made from `tools/list`, the same as [`Host`]'s.
-pub use crate::protocol::{MCP_REVISIONS, is_mcp_revision};
+pub use crate::protocol::{
+    MCP_ALL_REVISIONS, MCP_META_CLIENT_CAPABILITIES, MCP_META_CLIENT_INFO, MCP_META_SERVER_INFO,
+    MCP_META_VERSION, MCP_MODERN_REVISIONS, MCP_REVISIONS, MCP_UNSUPPORTED_VERSION,
+    is_mcp_revision,
+};
 pub use affinity::{cpu_affinity, process_cpu_time, set_cpu_affinity};
 pub use backends::{
     CommandSampling, DEFAULT_COMMAND_TIMEOUT, DEFAULT_MAX_OUTPUT, DirStorage, MAX_ENTRIES,
