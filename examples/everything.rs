@@ -59,6 +59,33 @@ executa::args! {
         /// Tags
         tags: Option<Vec<String>>,
     }
+
+    struct StatsArgs {
+        /// The numbers to summarize
+        numbers: Vec<f64>,
+    }
+
+    /// The `stats` tool's result, declared like its arguments: its fields are the
+    /// manifest's `returns` list and the tool's MCP `outputSchema`.
+    #[derive(serde::Serialize)]
+    struct Stats {
+        /// How many numbers there are
+        count: usize,
+        /// Their sum
+        sum: f64,
+        /// Their mean; null when there are none
+        mean: Option<f64>,
+        /// The smallest and the largest; null when there are none
+        range: Option<Range>,
+    }
+
+    #[derive(serde::Serialize)]
+    struct Range {
+        /// The smallest
+        min: f64,
+        /// The largest
+        max: f64,
+    }
 }
 
 /// The one hand-written parameter list (the escape hatch, for what `args!` cannot say):
@@ -133,6 +160,25 @@ fn progress(args: StepsArgs, ctx: &Invocation) -> Reply {
     Ok(json!({ "steps": args.steps, "sent": sent, "dropped": ctx.host().progress_dropped() }))
 }
 
+fn stats(args: StatsArgs, _: &Invocation) -> Result<Stats, ToolError> {
+    let numbers = args.numbers;
+    // Not `.sum()`: the empty sum of floats is -0.0.
+    let sum = numbers.iter().fold(0.0, |sum, n| sum + n);
+    let range = numbers.iter().copied().fold(None, |range, n| match range {
+        None => Some(Range { min: n, max: n }),
+        Some(Range { min, max }) => Some(Range {
+            min: min.min(n),
+            max: max.max(n),
+        }),
+    });
+    Ok(Stats {
+        count: numbers.len(),
+        sum,
+        mean: (!numbers.is_empty()).then(|| sum / numbers.len() as f64),
+        range,
+    })
+}
+
 fn main() {
     plugin().run()
 }
@@ -194,6 +240,17 @@ fn plugin() -> Plugin {
             "Lists the parameter types",
             |_: SchemaDemoArgs, _: &Invocation| Ok::<_, ToolError>(json!({})),
         ))
+        // A declared result type (MCP's `outputSchema`) and what the tool does to its
+        // environment (MCP's annotations): nothing, the same every time, nothing outside.
+        .tool(
+            Tool::typed("stats", "Count, sum, mean and range of numbers", stats)
+                .returns::<Stats>()
+                .display_name("Number statistics")
+                .read_only()
+                .destructive(false)
+                .idempotent()
+                .open_world(false),
+        )
 }
 
 // `cargo test` runs these through tests/examples.rs: the plugin in-process, no binary.

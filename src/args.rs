@@ -38,6 +38,10 @@
 //! assert_eq!(params[4].properties.as_ref().map(Vec::len), Some(2));
 //! ```
 //!
+//! A tool's result type is declared the same way: an `args!` struct that also derives
+//! `serde::Serialize`, named with [`Tool::returns`](crate::Tool::returns), publishes its
+//! fields as the manifest's `returns` list and the tool's MCP `outputSchema`.
+//!
 //! Why a declarative macro and not a derive: a derive needs a proc-macro crate (`syn`,
 //! `quote`, build time for every plugin); `macro_rules!` costs nothing to compile and keeps
 //! the crate's dependency list as it is. What it cannot see (serde attributes such as
@@ -51,9 +55,10 @@ use serde_json::{Map, Value};
 use crate::manifest::{Param, ParamType};
 
 /// An argument type whose manifest parameter list is known: implemented by [`args!`](crate::args!)
-/// structs; give it to [`Tool::typed`](crate::Tool::typed).
+/// structs; give it to [`Tool::typed`](crate::Tool::typed), or name it as a result type
+/// with [`Tool::returns`](crate::Tool::returns).
 #[diagnostic::on_unimplemented(
-    message = "`{Self}` has no parameter list for `Tool::typed`",
+    message = "`{Self}` has no parameter list for `Tool::typed` or `Tool::returns`",
     label = "not declared with `executa::args!`",
     note = "declare `{Self}` inside `executa::args! {{ ... }}` (it derives `Deserialize` and the \
             parameter list from the same lines), or use `Tool::new` with a `.param(...)` list"
@@ -389,8 +394,9 @@ pub mod __private {
 /// `Variant = "wire"` pairs gets `Deserialize` and `Serialize` and an `enum` list. A
 /// field's doc comment is its description; `Option<T>` makes it optional; `= value` gives
 /// it a default, published in the manifest and filled in before the handler's arguments
-/// are deserialized. Fields take doc comments only; struct attributes pass through. See
-/// the [module docs](mod@crate::args) for an example.
+/// are deserialized. Fields take doc comments only; struct attributes pass through (a
+/// result type for [`Tool::returns`](crate::Tool::returns) adds
+/// `#[derive(serde::Serialize)]`). See the [module docs](mod@crate::args) for an example.
 #[macro_export]
 macro_rules! args {
     () => {};

@@ -21,6 +21,17 @@ const MAX_DEPTH: u32 = 64;
 /// `None` when `text` is not a JSON object, or as soon as `member` returns `None`.
 pub(crate) fn for_each_member<'a>(
     text: &'a str,
+    member: impl FnMut(Cow<'a, str>, &'a str) -> Option<()>,
+) -> Option<()> {
+    for_each_member_knowing(text, |_, _| None, member)
+}
+
+/// As [`for_each_member`], where `known(key, rest)` may say a member's value is `rest`'s
+/// first bytes (their length): a value seen before, byte for byte, which then is not
+/// scanned again. It must be one whole JSON value: whose end its own bytes decide.
+pub(crate) fn for_each_member_knowing<'a>(
+    text: &'a str,
+    known: impl Fn(&str, &str) -> Option<usize>,
     mut member: impl FnMut(Cow<'a, str>, &'a str) -> Option<()>,
 ) -> Option<()> {
     let b = text.as_bytes();
@@ -34,7 +45,10 @@ pub(crate) fn for_each_member<'a>(
             let (key_end, escaped) = string_end(b, at)?;
             let key = contents(text.get(at..key_end)?, escaped)?;
             let start = after_key(b, key_end)?;
-            let end = value_end(text, start)?;
+            let end = match known(&key, text.get(start..)?) {
+                Some(len) => start + len,
+                None => value_end(text, start)?,
+            };
             member(key, text.get(start..end)?)?;
             at = ws(b, end);
             match b.get(at)? {

@@ -66,7 +66,14 @@ pub struct ToolSpec {
     /// Per-tool invoke timeout in seconds (platform default 60).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeout: Option<u64>,
-    /// Fields this crate does not model.
+    /// Fields without a typed field here, as received. Among them, three that a plugin
+    /// built with this crate writes, each only when the tool declares it, for MCP clients
+    /// (the Executa Agent reads none of them): `display_name` ([`Tool::display_name`](crate::Tool::display_name), MCP's
+    /// `title`), `returns` (the fields of the success `data` in the same LIST form as
+    /// `parameters`, from [`Tool::returns`](crate::Tool::returns); MCP's `outputSchema`)
+    /// and `hints` (`{"read_only", "destructive", "idempotent", "open_world"}` booleans,
+    /// from [`Tool::read_only`](crate::Tool::read_only) and its siblings; MCP's
+    /// `annotations`).
     #[serde(flatten)]
     pub extra: Map<String, Value>,
 }

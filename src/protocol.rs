@@ -227,6 +227,7 @@ pub const MCP_ALL_REVISIONS: [&str; 5] = [
 pub const MCP_META_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
 /// `params._meta` key of a stateless MCP request: the client's `{name, version}`.
 #[cfg(any(feature = "mcp", feature = "host"))]
+#[cfg_attr(not(feature = "host"), allow(dead_code))] // the plugin names them in serde attributes
 pub const MCP_META_CLIENT_INFO: &str = "io.modelcontextprotocol/clientInfo";
 /// `params._meta` key of a stateless MCP request: the client's capabilities object.
 #[cfg(any(feature = "mcp", feature = "host"))]

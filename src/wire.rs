@@ -421,7 +421,11 @@ pub fn parse(line: &[u8]) -> Message<'_> {
 /// out an invoke: `{"jsonrpc":"2.0","id":ID,"method":"invoke","params":{...}}`.
 const INVOKE_HEAD: &[u8] = br#"{"jsonrpc":"2.0","id":"#;
 /// What follows the id in an invoke laid out that way.
-const INVOKE_TAIL: &[u8] = br#","method":"invoke","params":"#;
+pub(crate) const INVOKE_TAIL: &[u8] = br#","method":"invoke","params":"#;
+/// What follows the id in an MCP `tools/call` laid out that way (as `executa`'s own host
+/// writes it).
+#[cfg(feature = "mcp")]
+pub(crate) const TOOLS_CALL_TAIL: &[u8] = br#","method":"tools/call","params":"#;
 
 /// The id and params spans of an invoke laid out as [`INVOKE_HEAD`] shows (no white space;
 /// the id a number or a string), found by prefix instead of serde's walk over the whole
@@ -437,6 +441,16 @@ pub(crate) fn compact_invoke<T>(
     line: &[u8],
     read_params: impl FnOnce(&str) -> Option<T>,
 ) -> Option<(Range<usize>, Range<usize>, T)> {
+    compact_request(line, INVOKE_TAIL, |_, params| read_params(params))
+}
+
+/// As [`compact_invoke`], for the request whose method and `params` key are `tail` (one of
+/// [`INVOKE_TAIL`], [`TOOLS_CALL_TAIL`]); `read_params` is given the id's span too.
+pub(crate) fn compact_request<T>(
+    line: &[u8],
+    tail: &[u8],
+    read_params: impl FnOnce(Range<usize>, &str) -> Option<T>,
+) -> Option<(Range<usize>, Range<usize>, T)> {
     let rest = line.strip_prefix(INVOKE_HEAD)?;
     // The id runs to the first `,"`, where `,"method":"invoke","params":` must follow. A
     // number holds neither byte, and a string holds `"` only escaped, so a valid id ends
@@ -451,7 +465,7 @@ pub(crate) fn compact_invoke<T>(
         }
         from = comma + 1;
     };
-    if !rest[id_len..].starts_with(INVOKE_TAIL) {
+    if !rest[id_len..].starts_with(tail) {
         return None;
     }
     // JSON text is UTF-8; a frame that is not goes to `parse`, which says so. Checked only
@@ -459,7 +473,7 @@ pub(crate) fn compact_invoke<T>(
     // may be long) is checked once, by `parse`.
     let text = std::str::from_utf8(line).ok()?;
     let id = INVOKE_HEAD.len()..INVOKE_HEAD.len() + id_len;
-    let start = id.end + INVOKE_TAIL.len();
+    let start = id.end + tail.len();
     // The spans `parse` reads exclude white space: the id's is echoed byte for byte, so an
     // id followed by any is left to `parse`; the params' is trimmed.
     // JSON's white space only: a form feed (which `is_ascii_whitespace` counts) makes the
@@ -479,7 +493,7 @@ pub(crate) fn compact_invoke<T>(
     if !ok {
         return None;
     }
-    let params = read_params(text.get(start..end)?)?;
+    let params = read_params(id.clone(), text.get(start..end)?)?;
     Some((id, start..end, params))
 }
 
@@ -967,6 +981,41 @@ fn read_alike(line: &[u8]) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// An MCP `tools/call` laid out as an invoke is taken by the prefix reader as the full
+    /// parse reads it, and an invoke is not taken as one.
+    #[cfg(feature = "mcp")]
+    #[test]
+    fn compact_tools_calls_are_read_as_the_full_parse_reads_them() {
+        let lines = [
+            r#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"echo"}}"#,
+            r#"{"jsonrpc":"2.0","id":"a\"b,\"method\":","method":"tools/call","params":{ } }"#,
+            r#"{"jsonrpc":"2.0","id":-1e3,"method":"tools/call","params":{"name":"x","_meta":{"a":[1]}}}"#,
+        ];
+        for text in lines {
+            let read = |id: Range<usize>, p: &str| Some((id, p.to_owned()));
+            let (id, params, (id2, p)) =
+                compact_request(text.as_bytes(), TOOLS_CALL_TAIL, read).expect(text);
+            assert_eq!(id, id2);
+            assert_eq!(&text[params], p);
+            match parse(text.as_bytes()) {
+                Message::Request {
+                    id: Some(i),
+                    method,
+                    params: Some(pp),
+                } => {
+                    assert_eq!(i.get(), &text[id], "{text}");
+                    assert_eq!(method, "tools/call");
+                    assert_eq!(pp.get(), p);
+                }
+                other => panic!("{text}: {other:?}"),
+            }
+            assert!(compact_invoke(text.as_bytes(), skip_params).is_none());
+            let invoke = text.replace("tools/call", "invoke");
+            let skip = |_: Range<usize>, p: &str| skip_params(p);
+            assert!(compact_request(invoke.as_bytes(), TOOLS_CALL_TAIL, skip).is_none());
+        }
+    }
 
     /// Where the prefix reader takes a frame, the full parse reads the same id, method and
     /// params; anything else it leaves to the full parse.

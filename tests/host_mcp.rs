@@ -15,7 +15,8 @@ use std::process::{Command, Output};
 use std::sync::{Arc, Mutex};
 
 use executa::host::{
-    Handlers, Host, HostOptions, InvokeOptions, PluginCommand, PluginProcess, Progress, Protocol,
+    Handlers, Host, HostOptions, InvokeOptions, McpVersion, PluginCommand, PluginProcess, Progress,
+    Protocol,
 };
 use executa::{Error, ProtocolVersion, RpcError};
 use host_common::{EVENT_WAIT, opts};
@@ -37,8 +38,15 @@ fn scripted_server(python: &PathBuf, mode: &str) -> PluginCommand {
     PluginCommand::new(python).args([script, mode])
 }
 
+/// The handshake era, which this file is about (its servers sample with requests to the
+/// client, which the stateless era has not got); `tests/host_mcp_modern.rs` drives
+/// 2026-07-28 and the choice between the two.
 fn with(protocol: Protocol) -> HostOptions {
-    HostOptions { protocol, ..opts() }
+    HostOptions {
+        protocol,
+        mcp_version: McpVersion::Legacy,
+        ..opts()
+    }
 }
 
 fn param<'a>(params: &'a Value, name: &str) -> &'a Value {

@@ -21,6 +21,10 @@ mod cli;
 mod bench;
 #[path = "executa/bench_driver.rs"]
 mod bench_driver;
+#[path = "executa/bench_era.rs"]
+mod bench_era;
+#[path = "executa/bench_io.rs"]
+mod bench_io;
 #[path = "executa/bench_mcp.rs"]
 mod bench_mcp;
 #[path = "executa/bench_proc.rs"]

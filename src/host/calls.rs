@@ -28,7 +28,9 @@ use crate::wire;
 impl PluginProcess {
     /// Runs the handshake of [`HostOptions::protocol`](super::HostOptions::protocol),
     /// waiting at most [`HostOptions::initialize_timeout`](super::HostOptions::initialize_timeout)
-    /// (twice that when [`Protocol::Auto`] initializes again in MCP form).
+    /// for each request it sends (an MCP session may take a `server/discover` probe, the
+    /// handshake and one more probe; [`Protocol::Auto`] sends the Executa `initialize`
+    /// first).
     ///
     /// Executa (and Auto before it finds an MCP server): the v2 handshake with the
     /// Agent's request shape. A timeout, -32601, any other error frame or an unreadable
@@ -36,9 +38,12 @@ impl PluginProcess {
     /// [`Handshake::fallback`]; it fails only when the process is gone
     /// ([`Error::Disconnected`]) or the request cannot be written.
     ///
-    /// MCP (chosen, or found by Auto): the MCP `initialize`, then
-    /// `notifications/initialized`; [`Handshake::mcp_revision`] says which revision. Any
-    /// failure, a revision the host does not speak included, is an error.
+    /// MCP (chosen, or found by Auto): the era
+    /// [`HostOptions::mcp_version`](super::HostOptions::mcp_version) settles: by default
+    /// `server/discover` at 2026-07-28, adopted when its result names that revision (no
+    /// handshake then), else the MCP `initialize` and `notifications/initialized`;
+    /// [`Handshake::mcp_revision`] says which revision. Any failure, a revision the host
+    /// does not speak included, is an error.
     pub fn initialize(&self) -> Result<Handshake> {
         // Id 0 as the Agent sends it; a second initialize (never sent by the host itself)
         // takes a fresh id so that ids stay unique.

@@ -301,6 +301,23 @@ impl Dispatcher {
     pub(crate) fn handles(&self, method: &str) -> bool {
         catch_unwind(AssertUnwindSafe(|| self.handlers.handles(method))).unwrap_or(false)
     }
+
+    /// Answers `call` as a `Value` on the calling thread (a panicking handler is -32603):
+    /// an MCP 2026-07-28 server's sampling request, which comes embedded in a
+    /// `tools/call` result and is fulfilled by the thread that made the call. Blocks as
+    /// long as the handler does.
+    pub(crate) fn call_value(&self, call: &ReverseCall) -> Result<Value, RpcError> {
+        catch_unwind(AssertUnwindSafe(|| self.handlers.call_value(call))).unwrap_or_else(|panic| {
+            Err(RpcError::new(
+                codes::INTERNAL_ERROR,
+                format!(
+                    "the host's handler for `{}` panicked: {}",
+                    call.method,
+                    panic_text(&*panic)
+                ),
+            ))
+        })
+    }
 }
 
 /// Queues an event without blocking; dropped (and logged, limited) when the queue is full.

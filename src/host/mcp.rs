@@ -290,32 +290,58 @@ struct CallMeta<'a> {
 }
 
 impl PluginProcess {
-    /// The MCP `initialize` under `id`: proposes [`PROPOSED`], declares `sampling` only
-    /// when a handler answers `sampling/createMessage`, and adopts the answer (see
-    /// [`PluginProcess::adopt_mcp`]). Blocks up to the initialize timeout; every failure
-    /// is an error (an MCP session has no fallback).
+    /// The MCP session under `id` (the first request's), in the era
+    /// [`HostOptions::mcp_version`](super::HostOptions::mcp_version) chooses (see
+    /// `mcp_modern.rs`): by default a `server/discover` probe, then this handshake.
+    /// Every failure is an error (an MCP session has no fallback to Executa).
     pub(super) fn initialize_mcp(&self, id: u64, start: Instant) -> Result<Handshake> {
+        self.negotiate_mcp(id, start)
+    }
+
+    /// The MCP `initialize` under `id`: proposes `pinned`, else [`PROPOSED`], declares
+    /// `sampling` only when a handler answers `sampling/createMessage`, and adopts the
+    /// answer (see [`PluginProcess::adopt_mcp`]), which must name `pinned` when one is.
+    /// Blocks up to the initialize timeout.
+    pub(super) fn handshake_mcp(
+        &self,
+        id: u64,
+        pinned: Option<&str>,
+        start: Instant,
+    ) -> Result<Handshake> {
         let opts = &self.shared.opts;
         let mut capabilities = Map::new();
         if self.dispatch.handles(SAMPLING) {
             capabilities.insert("sampling".to_owned(), json!({}));
         }
         let params = json!({
-            "protocolVersion": PROPOSED,
+            "protocolVersion": pinned.unwrap_or(PROPOSED),
             "capabilities": capabilities,
             "clientInfo": { "name": opts.client_name, "version": opts.client_version },
         });
         let raw =
             self.shared
                 .request_as(id, "initialize", Some(&params), opts.initialize_timeout)?;
-        self.adopt_mcp(&raw, start)
+        self.adopt_mcp(&raw, pinned, start)
     }
 
     /// Reads an MCP `initialize` result, switches the session to MCP and sends
-    /// `notifications/initialized`. A revision the host does not speak is an
-    /// [`Error::Protocol`] naming it (the spec has the client disconnect then).
-    pub(super) fn adopt_mcp(&self, raw: &RawValue, start: Instant) -> Result<Handshake> {
+    /// `notifications/initialized`. A revision the host does not speak, or another than
+    /// the one `pinned`, is an [`Error::Protocol`] naming it (the spec has the client
+    /// disconnect then).
+    pub(super) fn adopt_mcp(
+        &self,
+        raw: &RawValue,
+        pinned: Option<&str>,
+        start: Instant,
+    ) -> Result<Handshake> {
         let shake = read_handshake(raw, start.elapsed())?;
+        if let Some(pinned) = pinned.filter(|p| shake.mcp_revision.as_deref() != Some(*p)) {
+            return Err(Error::Protocol(format!(
+                "MCP {pinned} was asked for (pinned), but the server answered initialize with \
+                 {}",
+                shake.mcp_revision.as_deref().unwrap_or("another revision")
+            )));
+        }
         self.shared.set_mcp();
         self.notify(
             "notifications/initialized",
@@ -327,19 +353,25 @@ impl PluginProcess {
 
     /// Under [`Protocol::Auto`](super::Protocol::Auto): the answer to the Executa
     /// `initialize` names a dated revision, so the peer is an MCP server. A revision the
-    /// host speaks is adopted; another one (the server answered its newest because "2.0"
-    /// means nothing to it) gets one MCP `initialize` proposing ours.
+    /// host speaks is adopted (unless another one is pinned); otherwise (the server
+    /// answered its newest because "2.0" means nothing to it, or a pin wants another)
+    /// the MCP session is settled again as [`PluginProcess::initialize_mcp`] settles it.
     pub(super) fn switch_to_mcp(
         &self,
         raw: &RawValue,
         revision: Revision,
         start: Instant,
     ) -> Result<Handshake> {
-        let Revision::Other(echoed) = revision else {
-            return self.adopt_mcp(raw, start);
+        let pinned = self.shared.opts.mcp_version.pinned();
+        let answered = match revision {
+            Revision::Spoken(v) if pinned.is_none_or(|p| p == v) => {
+                return self.adopt_mcp(raw, None, start);
+            }
+            Revision::Spoken(v) | Revision::Other(v) => v,
+            Revision::None => String::new(),
         };
         log::debug!(
-            "[plugin:{}] MCP server answered revision {echoed}; initializing again with {PROPOSED}",
+            "[plugin:{}] MCP server answered revision {answered}; settling the session again",
             self.shared.label
         );
         self.initialize_mcp(self.shared.fresh_id(), start)
@@ -360,9 +392,11 @@ impl PluginProcess {
                     after: timeout,
                 });
             }
-            let raw = self
-                .shared
-                .request("tools/list", Some(&pager.params()), left)?;
+            let mut params = pager.params();
+            if let Some(envelope) = self.envelope() {
+                params["_meta"] = serde_json::to_value(envelope)?;
+            }
+            let raw = self.shared.request("tools/list", Some(&params), left)?;
             if pager.take(&raw)? {
                 drop(raw);
                 return join_tools(pager.into_tools());
@@ -388,6 +422,9 @@ impl PluginProcess {
                 "an MCP server has no invoke context: credentials and tokens cannot be sent to it",
             )));
         }
+        if let Some(envelope) = self.envelope() {
+            return self.call_tool_stateless(tool, arguments, invoke_id, envelope, timeout);
+        }
         let params = CallParams {
             name: tool,
             arguments,
@@ -399,8 +436,12 @@ impl PluginProcess {
     }
 
     /// `ping` with the health timeout: an empty answer is `ready`; -32601 counts as
-    /// healthy, as for an Executa plugin without `health`.
+    /// healthy, as for an Executa plugin without `health`. A stateless session has no
+    /// `ping`: it is asked `server/discover` instead.
     pub(super) fn ping(&self) -> Result<HealthReport> {
+        if let Some(envelope) = self.envelope() {
+            return self.discover_health(envelope);
+        }
         match self
             .shared
             .request::<()>("ping", None, self.shared.opts.health_timeout)

@@ -46,18 +46,34 @@ pub(crate) fn manifest(handshake: Option<&Handshake>, tools: &RawValue) -> Resul
     manifest_from(handshake, &list)
 }
 
-/// The manifest of an MCP server from its raw `initialize` result and the tools of every
-/// `tools/list` page ([`ToolsPager::into_tools`](super::mcp::ToolsPager::into_tools)), as
+/// The manifest of an MCP server from its raw `initialize` result (or, in the stateless
+/// era, its `server/discover` result) and the tools of every `tools/list` page
+/// ([`ToolsPager::into_tools`](super::mcp::ToolsPager::into_tools)), as
 /// [`PluginProcess::describe`](super::PluginProcess::describe) makes it: for drivers
 /// that read the server's pipes themselves (`executa bench`). An `initialize` result
-/// naming a revision outside [`REVISIONS`](super::mcp::REVISIONS), a tool without a
-/// string `name`, or tools whose manifest would take more than `MAX_TOOLS_HEAP_BYTES`
-/// (64 MiB, named in `src/host/mcp.rs`) are an [`Error::Protocol`].
-/// Never blocks.
+/// naming a revision outside [`REVISIONS`](super::mcp::REVISIONS), a discover result
+/// naming no stateless revision the host speaks, a tool without a string `name`, or tools
+/// whose manifest would take more than `MAX_TOOLS_HEAP_BYTES` (64 MiB, named in
+/// `src/host/mcp.rs`) are an [`Error::Protocol`]. Never blocks.
 pub fn manifest_of(initialize_result: &RawValue, tools: &[Box<RawValue>]) -> Result<Manifest> {
-    let handshake = super::mcp::read_handshake(initialize_result, Duration::ZERO)?;
+    let handshake = if is_discover_result(initialize_result) {
+        super::mcp_modern::discover_handshake(initialize_result, Duration::ZERO)?
+    } else {
+        super::mcp::read_handshake(initialize_result, Duration::ZERO)?
+    };
     let list: Vec<&RawValue> = tools.iter().map(AsRef::as_ref).collect();
     manifest_from(Some(&handshake), &list)
+}
+
+/// Whether a result is `server/discover`'s (it lists `supportedVersions`) rather than
+/// `initialize`'s.
+fn is_discover_result(result: &RawValue) -> bool {
+    #[derive(Deserialize)]
+    struct Versions<'a> {
+        #[serde(borrow, rename = "supportedVersions")]
+        versions: Option<&'a RawValue>,
+    }
+    serde_json::from_str::<Versions>(result.get()).is_ok_and(|v| v.versions.is_some())
 }
 
 /// The manifest from the handshake and each tool's text, made one tool at a time within

@@ -25,6 +25,18 @@
 //! restarts and the shutdown sequence are the ones above. MCP has no invoke context:
 //! credentials and tokens are refused, and the Executa reverse-call gates do not apply.
 //!
+//! Under [`Protocol::Mcp`] the host first asks `server/discover` at revision 2026-07-28,
+//! MCP's stateless era, and adopts it when the result names it, as the official SDKs'
+//! `auto` mode does ([`McpVersion`] pins an era or a revision instead). Then there is no
+//! handshake: every request carries the revision, the client and its capabilities in
+//! `params._meta`, `health` is `server/discover`, and a `tools/call` that needs the
+//! model answers with the input it needs: its sampling requests go to the same sampling
+//! handler, `roots/list` gets no roots, elicitation is declined, and the call is sent
+//! again with the answers and the server's `requestState`, at most
+//! [`MCP_MAX_INPUT_ROUNDS`] times. Any error from the probe (but -32022 from a server of
+//! stateless revisions only), or a result naming no stateless revision, gives the
+//! handshake above instead.
+//!
 //! ```no_run
 //! use executa::host::{Handlers, Host, HostOptions, PluginCommand, Protocol};
 //! let cmd = PluginCommand::new("python3").arg("mcp_server.py");
@@ -79,7 +91,9 @@ mod interrupts;
 mod json_cost;
 mod live;
 mod mcp;
+mod mcp_input;
 mod mcp_manifest;
+mod mcp_modern;
 mod mcp_reverse;
 mod options;
 mod pending;
@@ -126,9 +140,19 @@ pub use mcp::{
     Revision as McpRevision, ToolsPager as McpToolsPager, revision as mcp_revision,
     suggests_version as suggests_mcp,
 };
+pub use mcp_input::{
+    InputRequest as McpInputRequest, InputRequired as McpInputRequired,
+    MAX_INPUT_ROUNDS as MCP_MAX_INPUT_ROUNDS, STATE_ONLY_WAIT as MCP_STATE_ONLY_WAIT,
+    STATE_ONLY_WAIT_CAP as MCP_STATE_ONLY_WAIT_CAP, input_answer as mcp_input_answer,
+    input_required as mcp_input_required, state_only_wait as mcp_state_only_wait,
+};
 pub use mcp_manifest::manifest_of as mcp_manifest;
+pub use mcp_modern::{
+    PROBED as MCP_PROBED, Probe as McpProbe, envelope as mcp_envelope,
+    probe_verdict as mcp_probe_verdict,
+};
 pub use mcp_reverse::{sampling_result as mcp_sampling_result, to_executa as mcp_sampling_params};
-pub use options::{HostOptions, Protocol, RestartPolicy, ShutdownPolicy, StderrRelay};
+pub use options::{HostOptions, McpVersion, Protocol, RestartPolicy, ShutdownPolicy, StderrRelay};
 pub use process::PluginProcess;
 pub use sample_args::sample_arguments;
 pub use service::{HandlerFn, Progress, ProgressFn, ResultWriter, ReverseCall, Service, Written};

@@ -23,6 +23,10 @@ pub struct HostOptions {
     /// Which protocol the child speaks: an Executa plugin (the default), an MCP stdio
     /// server, or whichever answers `initialize` (see [`Protocol`]).
     pub protocol: Protocol,
+    /// Which MCP revision to speak to an MCP server (see [`McpVersion`]): by default
+    /// 2026-07-28 when the server's `server/discover` names it, else the `initialize`
+    /// handshake. Ignored for an Executa plugin.
+    pub mcp_version: McpVersion,
     /// How long `initialize` may take before the session silently falls back to 1.1.
     pub initialize_timeout: Duration,
     /// Skip `initialize` altogether (what the local dev hosts do); the session's
@@ -101,6 +105,7 @@ impl Default for HostOptions {
         HostOptions {
             name: None,
             protocol: Protocol::Executa,
+            mcp_version: McpVersion::Auto,
             initialize_timeout: Duration::from_secs(5),
             skip_initialize: false,
             describe_timeout: Duration::from_secs(5),
@@ -150,13 +155,19 @@ pub enum Protocol {
     /// `invoke`, `health`. The default.
     #[default]
     Executa,
-    /// An MCP stdio server (Model Context Protocol): `initialize` proposing revision
-    /// 2025-11-25 (2024-11-05, 2025-03-26 and 2025-06-18 are accepted in the answer) and
-    /// then `notifications/initialized`; `describe` is `tools/list` made into a
-    /// [`Manifest`](crate::Manifest), `invoke` is `tools/call`, `health` is `ping`; the
-    /// server's `sampling/createMessage` goes to the host's sampling handler, its `ping`
-    /// is answered `{}`, anything else -32601. There is no fallback: an unanswered or
-    /// refused `initialize` fails the start.
+    /// An MCP stdio server (Model Context Protocol), in the era [`HostOptions::mcp_version`]
+    /// chooses (by default: `server/discover` at 2026-07-28 first, adopted when its result
+    /// names that revision, else the handshake). The 2026-07-28 era has no handshake:
+    /// every request carries the revision, the client's name and its capabilities in
+    /// `params._meta`, `health` is `server/discover`, and a `tools/call` that needs the
+    /// model answers with the input it needs, which the host fulfils (sampling through the
+    /// host's sampling handler) before it retries the call. The handshake era: `initialize`
+    /// proposing revision 2025-11-25 (2024-11-05, 2025-03-26 and 2025-06-18 are accepted
+    /// in the answer), then `notifications/initialized`; `health` is `ping`; the server's
+    /// `sampling/createMessage` goes to the host's sampling handler, its `ping` is
+    /// answered `{}`, anything else -32601. In both, `describe` is `tools/list` made into
+    /// a [`Manifest`](crate::Manifest) and `invoke` is `tools/call`. There is no fallback
+    /// to Executa: a server that neither era finds fails the start.
     Mcp,
     /// Sends the Executa `initialize` (protocol "2.0") and decides from the answer: a dated
     /// `protocolVersion` (`YYYY-MM-DD`) is an MCP server, and the session continues in MCP
@@ -166,8 +177,78 @@ pub enum Protocol {
     /// still falls back to 1.1, so allow a slow-starting server enough
     /// [`HostOptions::initialize_timeout`]). The Executa `initialize` declares sampling, so
     /// an MCP server met this way may ask for it even when no handler is set; it is then
-    /// answered -32601.
+    /// answered -32601. A server that answered that `initialize` is in the handshake era:
+    /// it stays there, unless [`HostOptions::mcp_version`] pins another revision (then it
+    /// is asked again in that revision's way).
     Auto,
+}
+
+/// Which MCP revision a host speaks to an MCP server, as the official SDKs' client modes
+/// name them: `auto`, `legacy`, or a revision pinned.
+///
+/// ```
+/// use executa::host::McpVersion;
+/// assert_eq!("auto".parse::<McpVersion>(), Ok(McpVersion::Auto));
+/// assert_eq!("2026-07-28".parse::<McpVersion>(), Ok(McpVersion::Pinned("2026-07-28".into())));
+/// assert!("2099-01-01".parse::<McpVersion>().is_err());
+/// ```
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum McpVersion {
+    /// `server/discover` at 2026-07-28 first, adopted when its result names that revision;
+    /// otherwise the `initialize` handshake, as the Python SDK's `auto` mode does: every
+    /// error falls back (a timeout too), except -32022 from a server that lists only
+    /// stateless revisions, none of them this host's, which fails the start. The default.
+    #[default]
+    Auto,
+    /// The `initialize` handshake only, proposing 2025-11-25 and accepting any handshake
+    /// revision in the answer: the host as it was before 2026-07-28.
+    Legacy,
+    /// This revision and no other. A stateless one (2026-07-28) is checked with
+    /// `server/discover` at that revision, which must name it (a server that answers
+    /// -32601 speaks only the handshake); a handshake one is proposed in `initialize`,
+    /// whose answer must be it. Anything else fails the start with an error that says so.
+    Pinned(String),
+}
+
+impl McpVersion {
+    /// The revision pinned, if one is.
+    pub fn pinned(&self) -> Option<&str> {
+        match self {
+            McpVersion::Pinned(v) => Some(v),
+            _ => None,
+        }
+    }
+}
+
+impl std::str::FromStr for McpVersion {
+    type Err = String;
+
+    /// `auto`, `legacy`, or one of the revisions spoken
+    /// ([`MCP_ALL_REVISIONS`](crate::host::MCP_ALL_REVISIONS)); anything else is an error
+    /// naming them.
+    fn from_str(text: &str) -> Result<Self, String> {
+        match text {
+            "auto" => Ok(McpVersion::Auto),
+            "legacy" => Ok(McpVersion::Legacy),
+            v if crate::protocol::MCP_ALL_REVISIONS.contains(&v) => {
+                Ok(McpVersion::Pinned(v.to_owned()))
+            }
+            other => Err(format!(
+                "{other:?} is not an MCP revision this host speaks: auto, legacy, {}",
+                crate::protocol::MCP_ALL_REVISIONS.join(", ")
+            )),
+        }
+    }
+}
+
+impl std::fmt::Display for McpVersion {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            McpVersion::Auto => "auto",
+            McpVersion::Legacy => "legacy",
+            McpVersion::Pinned(v) => v,
+        })
+    }
 }
 
 /// The Agent's shutdown sequence: close stdin, wait, `SIGTERM`, wait, `SIGKILL`.

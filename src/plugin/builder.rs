@@ -265,6 +265,7 @@ impl Plugin {
         let mut problems: Vec<String> = Vec::new();
         for tool in &mut handlers {
             problems.extend(tool.disagreements());
+            problems.extend(tool.returns_problem.take());
             tool.unpublished(&mut problems);
             if tool.params.is_empty()
                 && let Some(declared) = tool.declared.take()

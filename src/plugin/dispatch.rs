@@ -176,12 +176,30 @@ impl Service {
                 wire::write_result(frame, id, &health);
             }
             #[cfg(feature = "mcp")]
-            Method::ToolsList => {
+            Method::ToolsList(stateless) => {
                 let list = self.peer.mcp.tools_list(&self.manifest_json);
-                wire::write_response_to(frame, id, list);
+                wire::write_result_by(frame, id, |out| {
+                    out.push(b'{');
+                    if stateless {
+                        out.extend_from_slice(br#""resultType":"complete","#);
+                    }
+                    // The list is an object with members (`tools` at least).
+                    out.extend_from_slice(list.get().as_bytes().get(1..).unwrap_or(b"}"));
+                });
             }
             #[cfg(feature = "mcp")]
-            Method::Ping => wire::write_result_by(frame, id, |out| out.extend_from_slice(b"{}")),
+            Method::Ping(stateless) => wire::write_result_by(frame, id, |out| {
+                out.extend_from_slice(if stateless {
+                    br#"{"resultType":"complete"}"#
+                } else {
+                    b"{}"
+                });
+            }),
+            #[cfg(feature = "mcp")]
+            Method::Discover => {
+                let reply = super::mcp::discover_reply(&self.manifest_json);
+                wire::write_result(frame, id, &reply);
+            }
             Method::Other(name) => {
                 let error =
                     RpcError::new(codes::METHOD_NOT_FOUND, format!("method not found: {name}"));
@@ -304,6 +322,7 @@ impl Service {
             .and_then(|p| p.mcp.as_mut())
             .and_then(|call| call.seen.take());
         let id = line.bytes(&id);
+        #[cfg_attr(not(feature = "mcp"), allow(unused_variables))]
         let (ran, kind) = match parts {
             Ok(parts) => {
                 let kind = Reply::of(&parts);
@@ -317,6 +336,11 @@ impl Service {
         };
         // Every reply counts against the platform's payload cap, failures included.
         self.cap(frame, id, kind);
+        // A 2026-07-28 call that asked its client answers the retry that resumed it.
+        #[cfg(feature = "mcp")]
+        if ran {
+            retarget(frame, id, scratch.link.as_deref());
+        }
         // MCP: a request the client cancelled is not answered (the spec's SHOULD NOT).
         #[cfg(feature = "mcp")]
         if seen.is_some_and(super::mcp::Seen::finish) {
@@ -347,6 +371,15 @@ impl Service {
         let mcp = parts.mcp;
         #[cfg(feature = "mcp")]
         let is_mcp = mcp.is_some();
+        #[cfg(feature = "mcp")]
+        let stateless = mcp.as_ref().is_some_and(|c| c.is_stateless());
+        // A 2026-07-28 call that may ask its client keeps what its input request binds.
+        #[cfg(feature = "mcp")]
+        let bound = mcp
+            .as_ref()
+            .and_then(|c| c.stateless.as_ref())
+            .filter(|s| s.askable)
+            .and_then(|_| Some([std::str::from_utf8(id).ok()?, &*tool.spec.name, arguments]));
         #[cfg(not(feature = "mcp"))]
         let is_mcp = false;
         frame.extend_from_slice(b"{\"jsonrpc\":\"2.0\",\"id\":");
@@ -369,6 +402,8 @@ impl Service {
                         deadline,
                         #[cfg(feature = "mcp")]
                         mcp,
+                        #[cfg(feature = "mcp")]
+                        bound,
                         &self.peer,
                     )
                 },
@@ -383,11 +418,12 @@ impl Service {
         };
         match outcome {
             #[cfg(feature = "mcp")]
-            Ok(Ok(())) if is_mcp => super::mcp::finish(frame, data_at),
+            #[cfg(feature = "mcp")]
+            Ok(Ok(())) if is_mcp => super::mcp::finish(frame, data_at, stateless),
             #[cfg(feature = "mcp")]
             Ok(Err(e)) if is_mcp => {
                 frame.clear();
-                super::mcp::tool_error(frame, id, e.message(), e.details());
+                super::mcp::tool_error(frame, id, e.message(), e.details(), stateless);
             }
             Ok(Ok(())) => {
                 if frame.get(data_at) != Some(&b'{') {
@@ -445,12 +481,12 @@ impl Service {
             );
         }
         #[cfg(feature = "mcp")]
-        if kind == Reply::Mcp {
+        if let Reply::Mcp(stateless) = kind {
             // MCP has no files/* to point to.
             let error = format!(
                 "result too large: the response is {size} bytes, above the {max}-byte limit"
             );
-            return super::mcp::tool_error(frame, id, &error, None);
+            return super::mcp::tool_error(frame, id, &error, None, stateless);
         }
         let error = format!(
             "result too large: the response is {size} bytes, above the {max}-byte limit; \
@@ -473,14 +509,45 @@ impl Service {
     }
 }
 
+/// Sends the reply of a 2026-07-28 call where it is owed: to the retry that resumed it
+/// (the frame's `id` replaced), or nowhere when its request was answered with an input
+/// request and no retry came (the handler was released at its deadline).
+#[cfg(feature = "mcp")]
+fn retarget(frame: &mut Vec<u8>, id: &[u8], link: Option<&InvokeLink>) {
+    use super::mcp::Owed;
+    let call = link.and_then(InvokeLink::mcp_call);
+    let Some(stateless) = call.and_then(|c| c.stateless.as_ref()) else {
+        return;
+    };
+    match stateless.owed() {
+        Owed::First => {}
+        Owed::Asked => {
+            log::debug!(
+                "executa: a tools/call ended waiting for its client's retry; its request was answered"
+            );
+            frame.clear();
+        }
+        Owed::Retry(to) => {
+            const HEAD: usize = b"{\"jsonrpc\":\"2.0\",\"id\":".len();
+            if frame.get(HEAD..HEAD + id.len()) == Some(id) {
+                frame.splice(HEAD..HEAD + id.len(), to.bytes());
+            } else if !frame.is_empty() {
+                log::error!("executa: internal error: a reply without its id; dropped");
+                frame.clear();
+            }
+        }
+    }
+}
+
 /// Which kind of request a reply answers, for the shape of its refusal when too large.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Reply {
     /// An Executa `invoke`: a `success:false` envelope.
     Invoke,
-    /// An MCP `tools/call`: an `isError` result.
+    /// An MCP `tools/call`: an `isError` result (`true`: of 2026-07-28, which says
+    /// `resultType`).
     #[cfg(feature = "mcp")]
-    Mcp,
+    Mcp(bool),
     /// Anything else: a JSON-RPC error.
     Other,
 }
@@ -488,8 +555,8 @@ enum Reply {
 impl Reply {
     fn of(parts: &InvokeParts) -> Reply {
         #[cfg(feature = "mcp")]
-        if parts.mcp.is_some() {
-            return Reply::Mcp;
+        if let Some(call) = &parts.mcp {
+            return Reply::Mcp(call.is_stateless());
         }
         let _ = parts;
         Reply::Invoke

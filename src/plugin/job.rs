@@ -118,12 +118,16 @@ pub(crate) enum Method {
     /// agreed: only its reply is left to make.
     #[cfg(feature = "mcp")]
     McpInitialize(&'static str),
-    /// MCP's `tools/list`.
+    /// MCP's `tools/list`; `true`: of a 2026-07-28 request, whose result says
+    /// `resultType`.
     #[cfg(feature = "mcp")]
-    ToolsList,
-    /// MCP's `ping`.
+    ToolsList(bool),
+    /// MCP's `ping`; `true` as for `ToolsList`.
     #[cfg(feature = "mcp")]
-    Ping,
+    Ping(bool),
+    /// MCP's `server/discover` (2026-07-28).
+    #[cfg(feature = "mcp")]
+    Discover,
     Other(String),
 }
 
@@ -146,9 +150,11 @@ impl Method {
             "health" => Method::Health,
             "shutdown" => Method::Shutdown,
             #[cfg(feature = "mcp")]
-            "tools/list" => Method::ToolsList,
+            "tools/list" => Method::ToolsList(false),
             #[cfg(feature = "mcp")]
-            "ping" => Method::Ping,
+            "ping" => Method::Ping(false),
+            #[cfg(feature = "mcp")]
+            "server/discover" => Method::Discover,
             // Quoted short: only its error reply uses it, and a name may be most of a frame.
             other => Method::Other(elide(other, QUOTE_BYTES).into_owned()),
         }
@@ -201,6 +207,29 @@ pub(crate) struct InvokeParts {
     pub mcp: Option<Box<super::mcp::Call>>,
 }
 
+/// An MCP `tools/call` as read.
+#[cfg(feature = "mcp")]
+pub(crate) struct McpCall<'a> {
+    /// The era its `_meta` names.
+    pub era: super::mcp::Era,
+    pub parts: Result<InvokeParts, Box<RpcError>>,
+    /// Set for a 2026-07-28 retry (it echoes a `requestState`).
+    pub retry: Option<Retry<'a>>,
+    /// Whether the params read as `tools/call` params (else `parts` says why not).
+    pub readable: bool,
+}
+
+/// What a 2026-07-28 retry brings back, borrowed from its line.
+#[cfg(feature = "mcp")]
+pub(crate) struct Retry<'a> {
+    /// `requestState`'s text; `None` when it is not a string.
+    pub state: Option<Cow<'a, str>>,
+    /// `inputResponses`, raw.
+    pub responses: Option<&'a str>,
+    /// `arguments`, raw (`{}` when absent).
+    pub arguments: &'a str,
+}
+
 /// `invoke` params as the host sends them.
 #[derive(Default)]
 struct InvokeParams<'a> {
@@ -211,9 +240,15 @@ struct InvokeParams<'a> {
     invoke_id: Option<Value>,
     sampling_token: Option<Token>,
     storage_token: Option<Token>,
-    /// MCP's `_meta` (`progressToken`).
+    /// MCP's `_meta` (`progressToken`, the 2026-07-28 envelope).
     #[cfg(feature = "mcp")]
     meta: Option<&'a str>,
+    /// MCP's `requestState` (2026-07-28), raw.
+    #[cfg(feature = "mcp")]
+    request_state: Option<&'a str>,
+    /// MCP's `inputResponses` (2026-07-28), raw.
+    #[cfg(feature = "mcp")]
+    input_responses: Option<&'a str>,
 }
 
 impl<'de> InvokeParams<'de> {
@@ -224,9 +259,19 @@ impl<'de> InvokeParams<'de> {
     /// an array positionally); refuses a duplicate field and a missing `tool`; skips
     /// unknown members. `Err` says why, as serde would have.
     fn read(&mut self, params: &'de str) -> Result<(), String> {
+        self.read_knowing(params, None)
+    }
+
+    /// As [`InvokeParams::read`], where `meta` is an MCP `_meta` value read before: a
+    /// `_meta` that is byte for byte the same is not scanned again.
+    fn read_knowing(&mut self, params: &'de str, meta: Option<&str>) -> Result<(), String> {
         let mut why = None;
-        let mut seen = 0u8;
-        let read = json_scan::for_each_member(params, |key, value| {
+        let mut seen = 0u16;
+        let known = |key: &str, rest: &str| match meta {
+            Some(meta) if key == "_meta" && rest.starts_with(meta) => Some(meta.len()),
+            _ => None,
+        };
+        let read = json_scan::for_each_member_knowing(params, known, |key, value| {
             // Byte patterns: a decision on the length, then the bytes, where string
             // patterns compare one candidate after another.
             let (bit, name) = match key.as_bytes() {
@@ -238,6 +283,10 @@ impl<'de> InvokeParams<'de> {
                 b"storage_token" => (32, "storage_token"),
                 #[cfg(feature = "mcp")]
                 b"_meta" => (64, "_meta"),
+                #[cfg(feature = "mcp")]
+                b"requestState" => (128, "requestState"),
+                #[cfg(feature = "mcp")]
+                b"inputResponses" => (256, "inputResponses"),
                 _ => return Some(()),
             };
             if seen & bit != 0 {
@@ -272,7 +321,11 @@ impl<'de> InvokeParams<'de> {
                     }
                 },
                 #[cfg(feature = "mcp")]
-                _ => self.meta = raw,
+                64 => self.meta = raw,
+                #[cfg(feature = "mcp")]
+                128 => self.request_state = raw,
+                #[cfg(feature = "mcp")]
+                _ => self.input_responses = raw,
                 #[cfg(not(feature = "mcp"))]
                 _ => {}
             }
@@ -306,21 +359,34 @@ impl InvokeParts {
         Ok(InvokeParts::from_params(tools, line, &mut p))
     }
 
-    /// Reads the params of an MCP `tools/call` (`{name, arguments, _meta}`): as an invoke's,
-    /// flagged MCP, with MCP's codes (an unknown tool is -32602) and wording.
+    /// Reads the params of an MCP `tools/call` (`{name, arguments, _meta}`, and a
+    /// 2026-07-28 retry's `requestState` and `inputResponses`): as an invoke's, flagged
+    /// MCP, with MCP's codes (an unknown tool is -32602) and wording.
     #[cfg(feature = "mcp")]
-    pub fn read_mcp(
+    pub fn read_mcp<'a>(
         tools: &[Tool],
         line: &[u8],
-        params: Option<&str>,
-    ) -> Result<InvokeParts, Box<RpcError>> {
+        params: Option<&'a str>,
+        memo: &mut super::mcp::MetaMemo,
+    ) -> McpCall<'a> {
         let mut read = InvokeParams::default();
-        read.read(params.unwrap_or("null")).map_err(|e| {
+        if let Err(e) = read.read_knowing(params.unwrap_or("null"), memo.known()) {
             let msg = format!("invalid tools/call params (expected {{name, arguments}}): {e}");
-            Box::new(RpcError::new(codes::INVALID_PARAMS, msg))
-        })?;
-        let call = super::mcp::Call::new(read.meta);
-        match InvokeParts::from_params(tools, line, &mut read) {
+            return McpCall {
+                era: super::mcp::era_of(params),
+                parts: Err(Box::new(RpcError::new(codes::INVALID_PARAMS, msg))),
+                retry: None,
+                readable: false,
+            };
+        }
+        let meta = memo.read(read.meta);
+        let call = super::mcp::Call::new(&meta);
+        let retry = read.request_state.map(|state| Retry {
+            state: json_scan::value_text(state),
+            responses: read.input_responses,
+            arguments: read.arguments.unwrap_or("{}"),
+        });
+        let parts = match InvokeParts::from_params(tools, line, &mut read) {
             Ok(mut parts) => {
                 parts.mcp = Some(Box::new(call));
                 Ok(parts)
@@ -329,6 +395,12 @@ impl InvokeParts {
                 error.code = codes::INVALID_PARAMS;
                 Err(error)
             }
+        };
+        McpCall {
+            era: meta.era(),
+            parts,
+            retry,
+            readable: true,
         }
     }
 

@@ -33,6 +33,8 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::Sender;
 use serde_json::json;
+#[cfg(feature = "mcp")]
+use serde_json::value::RawValue;
 
 use crate::error::{RpcError, codes};
 use crate::id::Id;
@@ -90,6 +92,8 @@ pub(crate) fn start<R: Read + Send + 'static>(
             logged: None,
             spare: None,
             shut: false,
+            #[cfg(feature = "mcp")]
+            meta_memo: std::cell::RefCell::default(),
         },
         batch: Batch::default(),
         spent: 0,
@@ -456,6 +460,9 @@ struct Reader {
     /// Whether `shutdown` was read: every invoke read after it is refused here, whenever
     /// the dispatch side gets to the `shutdown` itself.
     shut: bool,
+    /// The last 2026-07-28 envelope read (MCP's `tools/call`).
+    #[cfg(feature = "mcp")]
+    meta_memo: std::cell::RefCell<super::mcp::MetaMemo>,
 }
 
 impl Reader {
@@ -468,6 +475,12 @@ impl Reader {
         });
         let read = match compact {
             Some((id, _, parts)) => Parsed::Invoke(id, parts),
+            #[cfg(feature = "mcp")]
+            None => wire::compact_request(line, wire::TOOLS_CALL_TAIL, |id, params| {
+                self.tools_call(line, id, Some(params), true)
+            })
+            .map_or_else(|| self.classify(line), |(_, _, parsed)| parsed),
+            #[cfg(not(feature = "mcp"))]
             None => self.classify(line),
         };
         let mut job = match read {
@@ -577,16 +590,10 @@ impl Reader {
                 };
                 let params = params.map(|p| p.get());
                 #[cfg(feature = "mcp")]
-                if method == "tools/call" && self.svc.peer.mcp.is_active() {
-                    let mut parts = InvokeParts::read_mcp(&self.svc.tools, line, params);
-                    // Seen from now on: a cancellation read later may name it.
-                    if let Ok(InvokeParts {
-                        mcp: Some(call), ..
-                    }) = &mut parts
-                    {
-                        call.seen = Some(self.svc.peer.mcp.seen(raw.get()));
-                    }
-                    return Parsed::Invoke(id, parts);
+                if method == "tools/call"
+                    && let Some(parsed) = self.tools_call(line, id.clone(), params, false)
+                {
+                    return parsed;
                 }
                 return match &*method {
                     "invoke" => {
@@ -598,7 +605,13 @@ impl Reader {
                         self.shut = true;
                         Parsed::Request(id, Method::Shutdown)
                     }
-                    _ => Parsed::Request(id, self.method(&method)),
+                    _ => match self.method(&method, params) {
+                        Ok(method) => Parsed::Request(id, method),
+                        Err(error) => Parsed::Job(Job::Reject {
+                            id: Id::from_raw(raw),
+                            error,
+                        }),
+                    },
                 };
             }
             Message::Response { id, outcome } => {
@@ -651,15 +664,98 @@ impl Reader {
         Method::Initialize(Box::new(reply))
     }
 
-    /// A method as served: MCP's own (`tools/list`, `ping`) are unknown outside an MCP
-    /// session, as they are without the `mcp` feature.
-    fn method(&self, name: &str) -> Method {
+    /// A method as served: MCP's own (`tools/list`, `ping`, `server/discover`) are served
+    /// in an MCP session or as 2026-07-28 requests (which say so in `_meta`), and are
+    /// unknown otherwise, as they are without the `mcp` feature. `Err`: a 2026-07-28-style
+    /// request of a revision not spoken.
+    #[cfg_attr(not(feature = "mcp"), allow(clippy::unnecessary_wraps))]
+    fn method(&self, name: &str, params: Option<&str>) -> Result<Method, RpcError> {
+        #[cfg(not(feature = "mcp"))]
+        let _ = params;
         let method = Method::parse(name);
         #[cfg(feature = "mcp")]
-        if matches!(method, Method::ToolsList | Method::Ping) && !self.svc.peer.mcp.is_active() {
-            return Method::Other(name.to_owned());
+        if matches!(
+            method,
+            Method::ToolsList(_) | Method::Ping(_) | Method::Discover
+        ) {
+            use super::mcp::Era;
+            return match super::mcp::era_of(params) {
+                Era::Unsupported(v) => Err(super::mcp::unsupported(&v)),
+                Era::Stateless { .. } => Ok(match method {
+                    Method::ToolsList(_) => Method::ToolsList(true),
+                    Method::Ping(_) => Method::Ping(true),
+                    other => other,
+                }),
+                Era::Session
+                    if self.svc.peer.mcp.is_active() && !matches!(method, Method::Discover) =>
+                {
+                    Ok(method)
+                }
+                Era::Session => Ok(Method::Other(name.to_owned())),
+            };
         }
-        method
+        Ok(method)
+    }
+
+    /// Reads an MCP `tools/call`: an invoke of a 2026-07-28 request or of an MCP session,
+    /// a retry that resumes a call waiting for its client (settled here, as an answer is),
+    /// or a refusal; `None` when neither era serves it (an Executa host's, answered as an
+    /// unknown method). `strict`: the prefix reader's call, which leaves params that do not
+    /// read to the full parse (`None`), as it does an invoke's.
+    #[cfg(feature = "mcp")]
+    fn tools_call(
+        &self,
+        line: &[u8],
+        id: Range<usize>,
+        params: Option<&str>,
+        strict: bool,
+    ) -> Option<Parsed> {
+        use super::mcp::{Era, Stateless};
+        const SAMPLING: &str = "sampling/createMessage";
+        let peer = &self.svc.peer;
+        let mut memo = self.meta_memo.borrow_mut();
+        let read = InvokeParts::read_mcp(&self.svc.tools, line, params, &mut memo);
+        drop(memo);
+        if strict && !read.readable {
+            return None;
+        }
+        // The parsed id's text, which the line holds.
+        let raw = std::str::from_utf8(line.get(id.clone())?).ok()?;
+        let reject = |error: RpcError| {
+            let id =
+                serde_json::from_str::<&RawValue>(raw).map_or_else(|_| Id::null(), Id::from_raw);
+            Some(Parsed::Job(Job::Reject { id, error }))
+        };
+        let samples = match &read.era {
+            Era::Session if !peer.mcp.is_active() => return None,
+            Era::Session => None,
+            Era::Unsupported(v) => return reject(super::mcp::unsupported(v)),
+            Era::Stateless { samples } => Some(*samples),
+        };
+        let mut parts = read.parts;
+        let Ok(p) = &mut parts else {
+            return Some(Parsed::Invoke(id, parts));
+        };
+        let name = &*self.svc.tools[p.tool].spec.name;
+        if let (Some(retry), Some(_)) = (read.retry, samples) {
+            let state = retry.state.unwrap_or_default();
+            let settled =
+                super::mcp::on_retry(peer, raw, name, retry.arguments, &state, retry.responses);
+            return match settled {
+                Ok(()) => Some(Parsed::Done),
+                Err(error) => reject(error),
+            };
+        }
+        if let Some(call) = p.mcp.as_mut() {
+            if let Some(samples) = samples {
+                let askable =
+                    samples && crate::protocol::gate(SAMPLING, &peer.capabilities, true).is_ok();
+                call.stateless = Some(Stateless::new(samples, askable));
+            }
+            // Seen from now on: a cancellation read later may name it.
+            call.seen = Some(peer.mcp.seen(raw));
+        }
+        Some(Parsed::Invoke(id, parts))
     }
 
     /// Queues a job for the dispatch side, or refuses it (see [`Reader::enqueue`]). The

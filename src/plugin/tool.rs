@@ -1,5 +1,6 @@
 //! A tool: its manifest entry and its handler.
 
+use std::any::TypeId;
 use std::borrow::Cow;
 use std::fmt;
 use std::sync::{Arc, OnceLock};
@@ -113,7 +114,10 @@ pub(crate) type Handler =
 /// A tool: name, description, parameter list and handler.
 ///
 /// Declare the arguments once with [`args!`](crate::args!) and use [`Tool::typed`]; or
-/// write the list by hand with [`Tool::new`] and [`Tool::param`].
+/// write the list by hand with [`Tool::new`] and [`Tool::param`]. Declare the result type
+/// the same way and name it with [`Tool::returns`] (MCP clients then get an
+/// `outputSchema`), and what the tool does to its environment with [`Tool::read_only`],
+/// [`Tool::destructive`], [`Tool::idempotent`] and [`Tool::open_world`].
 ///
 /// ```
 /// use executa::{Param, Tool, ToolError};
@@ -138,6 +142,11 @@ pub struct Tool {
     /// The fields the handler's type reads ([`Tool::new`] only), for the start-up check
     /// of unpublished fields.
     fields: Option<args::Unpublished>,
+    /// The type the handler returns, which [`Tool::returns`] must name.
+    result: TypeId,
+    /// Why the [`Tool::returns`] declaration cannot describe the handler's data, if it
+    /// cannot: the plugin refuses to start with it (taken by the builder's check).
+    pub(crate) returns_problem: Option<String>,
     pub(crate) handler: Handler,
 }
 
@@ -196,6 +205,8 @@ impl Tool {
             params: Vec::new(),
             declared: None,
             fields: None,
+            result: TypeId::of::<R>(),
+            returns_problem: None,
             handler: erased,
         }
     }
@@ -252,6 +263,107 @@ impl Tool {
         self
     }
 
+    /// Declares the handler's result type `T`: an [`args!`](crate::args!) struct that also
+    /// derives `serde::Serialize`. Its fields, from the same lines that declare the type,
+    /// become the manifest's `returns` list (the same LIST form as `parameters`) and the
+    /// tool's `outputSchema` for MCP clients, which check each result's
+    /// `structuredContent` against it. An `Option` field may be `null` there; every other
+    /// field is required.
+    ///
+    /// `T` must be the type the handler returns, and the struct may not rename its fields
+    /// (`#[serde(rename_all = ...)]`): the plugin refuses to start, naming the tool, when
+    /// the schema would not describe the data.
+    ///
+    /// ```
+    /// use executa::{Tool, ToolError};
+    ///
+    /// executa::args! {
+    ///     struct SumArgs {
+    ///         /// The numbers to add
+    ///         numbers: Vec<f64>,
+    ///     }
+    ///
+    ///     #[derive(serde::Serialize)]
+    ///     struct Sum {
+    ///         /// The total
+    ///         total: f64,
+    ///         /// How many numbers were added
+    ///         count: usize,
+    ///     }
+    /// }
+    ///
+    /// let tool = Tool::typed("sum", "Adds numbers", |a: SumArgs, _ctx| {
+    ///     Ok::<_, ToolError>(Sum { total: a.numbers.iter().sum(), count: a.numbers.len() })
+    /// })
+    /// .returns::<Sum>()
+    /// .read_only()
+    /// .open_world(false);
+    /// let spec = tool.spec();
+    /// assert_eq!(spec.extra["returns"][0]["name"], "total");
+    /// assert_eq!(spec.extra["returns"][1]["type"], "integer");
+    /// assert_eq!(spec.extra["hints"]["read_only"], true);
+    /// ```
+    pub fn returns<T>(mut self) -> Self
+    where
+        T: Args + Serialize + DeserializeOwned + 'static,
+    {
+        let params = T::params();
+        self.returns_problem = returns_problem::<T>(&self.spec.name, self.result, &params);
+        self.spec
+            .extra
+            .insert("returns".into(), args::params_json(&params));
+        self
+    }
+
+    /// Sets a name for people to read, shown by clients that list tools (MCP's `title`);
+    /// the model still calls the tool by its name. Published as the tool's `display_name`.
+    #[doc(alias = "title")]
+    pub fn display_name(mut self, text: impl Into<String>) -> Self {
+        self.spec
+            .extra
+            .insert("display_name".into(), Value::String(text.into()));
+        self
+    }
+
+    /// Declares that the tool does not modify its environment (MCP's `readOnlyHint`): a
+    /// client may call it without asking first.
+    pub fn read_only(self) -> Self {
+        self.hint("read_only", true)
+    }
+
+    /// Declares whether the tool may destroy or overwrite (`true`) or only adds to its
+    /// environment (`false`) (MCP's `destructiveHint`, assumed `true` when undeclared).
+    /// Meaningful only for a tool that is not [read-only](Tool::read_only).
+    pub fn destructive(self, destructive: bool) -> Self {
+        self.hint("destructive", destructive)
+    }
+
+    /// Declares that calling the tool again with the same arguments has no further effect
+    /// (MCP's `idempotentHint`): a client may retry it. Meaningful only for a tool that is
+    /// not [read-only](Tool::read_only).
+    pub fn idempotent(self) -> Self {
+        self.hint("idempotent", true)
+    }
+
+    /// Declares whether the tool reaches an open world of outside entities, such as the
+    /// web (`true`), or only a closed domain, such as its own store (`false`) (MCP's
+    /// `openWorldHint`, assumed `true` when undeclared).
+    pub fn open_world(self, open: bool) -> Self {
+        self.hint("open_world", open)
+    }
+
+    fn hint(mut self, key: &str, value: bool) -> Self {
+        let hints = self
+            .spec
+            .extra
+            .entry("hints")
+            .or_insert_with(|| Value::Object(Map::new()));
+        if let Value::Object(hints) = hints {
+            hints.insert(key.into(), Value::Bool(value));
+        }
+        self
+    }
+
     /// The parameter list the manifest publishes: the `.param(...)` list when there is
     /// one, else the one the args type declares.
     pub(crate) fn effective_params(&self) -> &[Param] {
@@ -288,9 +400,34 @@ impl Tool {
             description: self.spec.description.clone(),
             parameters: args::params_json(self.effective_params()),
             timeout: self.spec.timeout,
-            extra: Map::new(),
+            extra: self.spec.extra.clone(),
         }
     }
+}
+
+/// Why `T`'s fields (`params`) would not describe what a handler returning the type
+/// `result` sends: `T` is another type, or serde writes its fields under other names than
+/// the declared ones. Made once per `.returns`, at build time.
+fn returns_problem<T: DeserializeOwned + 'static>(
+    tool: &str,
+    result: TypeId,
+    params: &[Param],
+) -> Option<String> {
+    let name = std::any::type_name::<T>();
+    if TypeId::of::<T>() != result {
+        return Some(format!(
+            "tool `{tool}`: `.returns::<{name}>()` names a type its handler does not return"
+        ));
+    }
+    let serde_names = args::field_names::<T>();
+    let same = serde_names.len() == params.len()
+        && params.iter().zip(serde_names).all(|(p, s)| p.name == *s);
+    (!same).then(|| {
+        format!(
+            "tool `{tool}`: `{name}` renames its fields for serde ({serde_names:?}), so its \
+             declared fields would not describe the result: drop the `rename` attribute"
+        )
+    })
 }
 
 /// Deserializes the arguments, with declared defaults filled in first. A rejection is a
@@ -471,6 +608,94 @@ mod tests {
         assert_eq!(filled(r#"{"rows":[{}]}"#)["rows"], json!([{ "width": 1 }]));
         assert_eq!(filled(r#"{"pro\u006dpt":"hi"}"#)["prompt"], "hi");
         assert_eq!(filled(r#"{"pro\u006dpt":"hi"}"#)["max_tokens"], 256);
+    }
+
+    crate::args! {
+        #[derive(serde::Serialize)]
+        struct Out {
+            /// Total
+            total: u32,
+            /// Note
+            note: Option<String>,
+        }
+
+        #[derive(serde::Serialize)]
+        #[serde(rename_all = "camelCase")]
+        struct Renamed {
+            /// Total
+            total_count: u32,
+        }
+    }
+
+    fn out(_: Value, _: &Invocation) -> Result<Out, ToolError> {
+        Ok(Out {
+            total: 1,
+            note: None,
+        })
+    }
+
+    #[test]
+    fn a_declared_result_type_is_published_as_a_returns_list() {
+        let tool = Tool::new("t", "T", out).returns::<Out>();
+        assert!(tool.returns_problem.is_none());
+        assert_eq!(
+            tool.spec().extra.get("returns").cloned(),
+            Some(json!([
+                {"name": "total", "type": "integer", "description": "Total", "required": true},
+                {"name": "note", "type": "string", "description": "Note", "required": false}
+            ]))
+        );
+    }
+
+    #[test]
+    fn a_result_type_that_does_not_describe_the_data_refuses_to_start() {
+        let other = Tool::new("t", "T", |_: Value, _: &Invocation| {
+            Ok::<_, ToolError>(json!({}))
+        })
+        .returns::<Out>();
+        let found: Vec<String> = other.returns_problem.clone().into_iter().collect();
+        assert_eq!(found.len(), 1);
+        assert!(
+            found[0].starts_with("tool `t`: `.returns::<")
+                && found[0].ends_with("Out>()` names a type its handler does not return"),
+            "{found:?}"
+        );
+        let renamed = Tool::new("r", "R", |_: Value, _: &Invocation| {
+            Ok::<_, ToolError>(Renamed { total_count: 1 })
+        })
+        .returns::<Renamed>();
+        let found: Vec<String> = renamed.returns_problem.into_iter().collect();
+        assert_eq!(found.len(), 1);
+        assert!(found[0].contains("renames its fields"), "{found:?}");
+        let refused = crate::Plugin::new("p", "1.0.0")
+            .description("d")
+            .tool(other)
+            .serve(std::io::empty(), std::io::sink());
+        assert!(
+            matches!(&refused, Err(crate::Error::InvalidPlugin(p)) if p.len() == 1),
+            "{refused:?}"
+        );
+    }
+
+    #[test]
+    fn a_tool_that_declares_nothing_more_publishes_the_same_entry() {
+        let plain = Tool::new("t", "T", out).timeout_secs(5);
+        assert_eq!(
+            serde_json::to_string(&plain.spec()).unwrap_or_default(),
+            r#"{"name":"t","description":"T","parameters":[],"timeout":5}"#
+        );
+        let declared = Tool::new("t", "T", out)
+            .display_name("The T")
+            .read_only()
+            .destructive(false)
+            .idempotent()
+            .open_world(false);
+        assert_eq!(
+            serde_json::to_value(declared.spec()).unwrap_or_default(),
+            json!({"name": "t", "description": "T", "parameters": [], "display_name": "The T",
+                   "hints": {"read_only": true, "destructive": false, "idempotent": true,
+                             "open_world": false}})
+        );
     }
 
     #[test]

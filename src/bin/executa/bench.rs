@@ -16,7 +16,7 @@ use crate::bench_proc::{self, CpuSnapshot};
 use crate::bench_report::summarize;
 use crate::bench_spec::{self, Choice, PluginSpec, Target};
 use crate::bench_wire::Backends;
-use crate::cli::{Args, Common, Local, Usage, count, json_arg, protocol, unknown};
+use crate::cli::{Args, Common, Local, Usage, count, json_arg, mcp_version, protocol, unknown};
 
 pub const HELP: &str = concat!(
     "\
@@ -25,7 +25,8 @@ executa bench: round-trip latency, throughput, CPU and memory of a tool
 USAGE:
     executa bench [OPTIONS] -- <PLUGIN COMMAND...>
     executa bench [OPTIONS] --plugin 'CMD ARGS' --plugin 'CMD ARGS' [-- <PLUGIN COMMAND...>]
-    executa bench [OPTIONS] --plugin NAME=CMD [--tool T] [--args JSON] [--protocol P] ...
+    executa bench [OPTIONS] --plugin NAME=CMD [--tool T] [--args JSON] [--protocol P]
+                  [--mcp-version V] ...
     executa bench [OPTIONS] --spec plugins.json
 
 Starts the plugin, initializes it, warms it up, then sends REQUESTS invokes of TOOL with
@@ -43,28 +44,44 @@ Several plugins (each `--plugin`, each entry of `--spec`, plus the command after
 measured in ROUNDS interleaved rounds (each round starts every plugin afresh, in order);
 the figures are medians over rounds, with ratios against the first plugin.
 
-Each plugin may call its own tool: `--tool`, `--args` and `--protocol` given right after a
-`--plugin NAME=CMD` (before the next `--plugin` or `--spec`) are that plugin's; given
-anywhere else they are the defaults of every plugin that sets none. NAME (letters, digits,
-`_`, `-`, `.`) labels its figures. A spec file is JSON: an array of plugins, or an object
-whose `plugins` is one; each plugin is {\"name\", \"command\" (a string or an array of
-words), \"tool\", \"args\", \"protocol\"}, only \"command\" required.
+Each plugin may call its own tool: `--tool`, `--args`, `--protocol` and `--mcp-version`
+given right after a `--plugin NAME=CMD` (before the next `--plugin` or `--spec`) are that
+plugin's; given anywhere else they are the defaults of every plugin that sets none. NAME
+(letters, digits, `_`, `-`, `.`) labels its figures. A spec file is JSON: an array of
+plugins, or an object whose `plugins` is one; each plugin is {\"name\", \"command\" (a
+string or an array of words), \"tool\", \"args\", \"protocol\", \"mcp_version\"}, only
+\"command\" required. Each plugin's heading says what was measured: `executa`, or `mcp`
+and the MCP revision the session settled on (`mcp 2026-07-28`, `mcp 2025-11-25`).
 
 PROTOCOLS:
     executa   `initialize` (v2; -32601 from a 1.1 plugin is fine), `describe`, `invoke`
-    mcp       an MCP stdio server: `initialize` with protocolVersion 2025-11-25 (answers
+    mcp       an MCP stdio server, in the era `--mcp-version` settles. By default
+              (`auto`) `server/discover` at 2026-07-28 first: a result naming it makes
+              the session stateless (no handshake; every request carries the revision,
+              the client and its capabilities in `_meta`); any error (but -32022 from a
+              server of stateless revisions only) or a result naming no stateless
+              revision falls back to the handshake. A probe that gets no answer within
+              --init-timeout stops the plugin: `--mcp-version legacy` skips the probe.
+              The handshake: `initialize` with protocolVersion 2025-11-25 (answers
               2024-11-05, 2025-03-26, 2025-06-18 and 2025-11-25 are accepted), the
-              `notifications/initialized` notification, `tools/list` (placeholder
-              arguments from each tool's inputSchema), then `tools/call {name, arguments}`;
-              a result with `isError: true` counts as an error. The server's
-              `sampling/createMessage` is answered with the last user message's text
-              ({role: assistant, content: {type: text, text}, model, stopReason: endTurn}),
-              `ping` with {}.
+              `notifications/initialized` notification. Then `tools/list` (placeholder
+              arguments from each tool's inputSchema) and `tools/call {name, arguments}`;
+              a result with `isError: true` counts as an error. Sampling is answered
+              with the last user message's text ({role: assistant, content: {type: text,
+              text}, model, stopReason: endTurn}): in the handshake era the server's
+              `sampling/createMessage` request (and `ping` with {}); in the stateless era
+              the input a `tools/call` result asks for (`roots/list`: no roots,
+              `elicitation/create`: declined), after which the call is sent again under
+              a new id with the answers and the `requestState`, at most 10 rounds (a
+              result with only state waits 50 ms, doubling up to 250 ms, on the reading
+              thread); a request's latency runs from its first send to its final
+              result.
     auto      Executa's `initialize`, then whatever the answer says, as `executa call`
-              reads it: a dated protocolVersion is an MCP server (which answers a
-              revision it does not know with its own; one it does not speak gets an MCP
-              `initialize`), as is an error naming the version when an MCP `initialize`
-              sent next is answered; anything else is Executa. An executa plugin built
+              reads it: a dated protocolVersion is an MCP server, in the handshake era
+              (which answers a revision it does not know with its own; one it does not
+              speak, or another than a revision pinned, gets its era settled as under
+              `mcp`), as is an error naming the version when the era settled next is
+              answered; anything else is Executa. An executa plugin built
               with the `mcp` feature is Executa here: `--protocol mcp` benches its MCP
               side.
 
@@ -74,6 +91,9 @@ OPTIONS:
     --tool NAME          the tool to call [echo]
     --args JSON          its arguments [synthesized from the declared parameters]
     --protocol P         executa, mcp or auto [auto]
+    --mcp-version V      auto, legacy, or one MCP revision (2026-07-28, 2025-11-25,
+                         2025-06-18, 2025-03-26, 2024-11-05; a revision makes `auto`
+                         `mcp`) [auto]
     --warmup N           untimed invokes first, per round [min(100, REQUESTS/10)]
     --plugin 'CMD ARGS'  a plugin to compare (split at whitespace); repeatable;
                          `--plugin NAME=CMD ARGS` names it and takes its own options
@@ -92,7 +112,8 @@ OPTIONS:
 Pinning both to one CPU (`--pin-host 0 --pin-plugin 0`) gives the steadiest latency on a
 VM; different CPUs (`--pin-host 0 --pin-plugin 1`) measure the cross-core hand-off.
 Example: the same plugin served both ways beside a Python MCP server, all calling `echo`
-with the same arguments, then `sample` in the plugin's MCP side:
+with the same arguments, then `sample` in the plugin's MCP side (add
+`--mcp-version legacy` after a plugin to measure it in the handshake era):
     executa bench --rounds 5 --args '{\"text\":\"hi\"}' \\
         --plugin exec=./everything --protocol executa \\
         --plugin mcp=./everything --protocol mcp \\
@@ -152,6 +173,9 @@ pub fn run(mut args: Args) -> Result<ExitCode, Usage> {
             "--tool" => choice.tool = Some(args.value(&flag, inline)?),
             "--args" => choice.args = Some(json_arg(&flag, &args.value(&flag, inline)?)?),
             "--protocol" => choice.protocol = Some(protocol(&flag, &args.value(&flag, inline)?)?),
+            "--mcp-version" => {
+                choice.mcp_version = Some(mcp_version(&flag, &args.value(&flag, inline)?)?)
+            }
             "--warmup" => {
                 let text = args.value(&flag, inline)?;
                 s.warmup = Some(text.parse().map_err(|_| {

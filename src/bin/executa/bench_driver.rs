@@ -5,21 +5,23 @@
 //! does both, so a round trip pays no hand-off of the driver's own. The handshake decides
 //! the protocol (`--protocol`; `auto` reads it from the answer to `initialize`).
 
-use std::io::{BufRead, BufReader, BufWriter, Read, Write};
+use std::io::{BufReader, BufWriter, Write};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::{RecvTimeoutError, Sender, bounded};
+use crossbeam_channel::{Sender, bounded};
 use executa::host::{
-    McpRevision, McpToolsPager, ProcessTree, Protocol, ShutdownPolicy, mcp_revision,
+    McpRevision, McpToolsPager, McpVersion, ProcessTree, Protocol, ShutdownPolicy, mcp_revision,
 };
-use executa::wire::{self, DEFAULT_MAX_FRAME_BYTES, Message};
+use executa::wire::{self, Message};
 use executa::{Manifest, RpcError};
 use serde_json::json;
 use serde_json::value::RawValue;
 
+use crate::bench_era::{self, FollowUp, Retries, Settled};
+use crate::bench_io::{OpenSession, Plugin, flush, push_u64, read_line, with_watchdog, write_all};
 use crate::bench_mcp;
 use crate::bench_spec::Target;
 use crate::bench_wire::{Backends, InvokeParts, Responder, Wire, request_frame};
@@ -118,7 +120,7 @@ impl Session {
             manifest: Manifest::default(),
             revision: None,
         };
-        match session.handshake(target.protocol, timeouts) {
+        match session.handshake(target, timeouts) {
             Ok(()) => Ok(session),
             Err(e) => {
                 session.close();
@@ -128,13 +130,15 @@ impl Session {
     }
 
     /// Executa: `initialize` (v2, with the sampling capability; a 1.1 plugin answers
-    /// -32601 and the run goes on), then `describe`. MCP: `initialize` proposing the
-    /// host's revision, `notifications/initialized`, then `tools/list` (every page).
-    /// `auto` reads the answer to Executa's `initialize` as `executa::host` does: a dated
-    /// revision it speaks is adopted; another dated one (an MCP server answers a revision
-    /// it does not know with its own) or an error that names the version gets one MCP
-    /// `initialize`; anything else is Executa.
-    fn handshake(&mut self, protocol: Protocol, t: &Timeouts) -> Result<(), String> {
+    /// -32601 and the run goes on), then `describe`. MCP: the era the target's
+    /// `--mcp-version` settles (`bench_era.rs`): `server/discover` and the `_meta`
+    /// envelope, or `initialize` and `notifications/initialized`; then `tools/list`
+    /// (every page). `auto` reads the answer to Executa's `initialize` as `executa::host`
+    /// does: a dated revision it speaks is adopted (unless another is pinned); another
+    /// dated one (an MCP server answers a revision it does not know with its own) or an
+    /// error that names the version settles the MCP era as `mcp` does; anything else is
+    /// Executa.
+    fn handshake(&mut self, target: &Target, t: &Timeouts) -> Result<(), String> {
         let executa_init = json!({
             "protocolVersion": "2.0",
             "clientInfo": { "name": "executa-bench", "version": env!("CARGO_PKG_VERSION") },
@@ -142,23 +146,26 @@ impl Session {
                 "sampling": { "modalities": ["text"], "maxTokensPerCall": 8192, "maxCallsPerInvoke": 8 }
             }
         });
-        let mcp = match protocol {
+        let version = &target.mcp_version;
+        let mcp = match target.protocol {
             Protocol::Executa => {
                 let _ = self.request("initialize", &executa_init, t.initialize);
                 None
             }
-            Protocol::Mcp => Some(self.initialize_mcp(t)?),
+            Protocol::Mcp => Some(self.settle_mcp(version, t)?),
             Protocol::Auto => match self.request("initialize", &executa_init, t.initialize) {
                 Ok(Ok(result)) => match mcp_revision(&result) {
-                    McpRevision::Spoken(v) => Some((result, v)),
-                    McpRevision::Other(_) => Some(self.initialize_mcp(t)?),
+                    McpRevision::Spoken(v) if version.pinned().is_none_or(|p| p == v) => {
+                        Some((result, v))
+                    }
                     McpRevision::None => None,
+                    _ => Some(self.settle_mcp(version, t)?),
                 },
                 Ok(Err(error))
                     if serde_json::from_str::<RpcError>(error.get())
                         .is_ok_and(|e| executa::host::suggests_mcp(&e)) =>
                 {
-                    self.initialize_mcp(t).ok()
+                    self.settle_mcp(version, t).ok()
                 }
                 _ => None,
             },
@@ -171,14 +178,22 @@ impl Session {
                 .map_err(|e| format!("unreadable manifest: {e}"))?;
             return Ok(());
         };
-        self.responder.set_wire(Wire::Mcp);
         self.revision = Some(revision);
-        write_all(&mut self.stdin, &bench_mcp::initialized_frame())?;
+        let wire = self.wire();
+        self.responder.set_wire(wire);
+        let meta = wire.stateless().map(bench_mcp::envelope);
+        if meta.is_none() {
+            write_all(&mut self.stdin, &bench_mcp::initialized_frame())?;
+        }
         // Read as the host reads it: bounded, a server whose pages never end is refused.
         let mut pager = McpToolsPager::default();
         loop {
+            let mut params = pager.params();
+            if let Some(meta) = &meta {
+                params["_meta"] = meta.clone();
+            }
             let page = self
-                .request("tools/list", &pager.params(), t.describe)
+                .request("tools/list", &params, t.describe)
                 .and_then(|p| p.map_err(|e| format!("tools/list failed: {}", e.get())))?;
             if pager.take(&page).map_err(|e| e.to_string())? {
                 break;
@@ -190,26 +205,17 @@ impl Session {
 
     /// The protocol the handshake settled on.
     pub fn wire(&self) -> Wire {
-        match self.revision {
-            Some(_) => Wire::Mcp,
+        match self.revision.as_deref() {
+            Some(v) => bench_era::stateless(v).map_or(Wire::Mcp, Wire::McpStateless),
             None => Wire::Executa,
         }
     }
 
-    /// An MCP `initialize`: its result and the revision it names, which must be one the
-    /// bench speaks.
-    fn initialize_mcp(&mut self, t: &Timeouts) -> Result<(Box<RawValue>, String), String> {
-        let result = self
-            .request("initialize", &bench_mcp::initialize_params(), t.initialize)?
-            .map_err(|e| format!("initialize failed: {}", e.get()))?;
-        match mcp_revision(&result) {
-            McpRevision::Spoken(v) => Ok((result, v)),
-            _ => Err(format!(
-                "not an MCP initialize result with a revision executa bench speaks ({}): {}",
-                executa::host::MCP_REVISIONS.join(", "),
-                result.get()
-            )),
-        }
+    /// The MCP era `version` asks for, each request bounded by the initialize timeout.
+    fn settle_mcp(&mut self, version: &McpVersion, t: &Timeouts) -> Result<Settled, String> {
+        bench_era::settle(version, &mut |method, params| {
+            self.request(method, params, t.initialize)
+        })
     }
 
     /// The plugin's process id (its process group's, too).
@@ -262,7 +268,9 @@ impl Session {
         self.next_id += load.count as u64;
         let mut requests = Requests::new(load, first, self.wire())?;
         let done = AtomicUsize::new(0);
-        let mut tally = Tally::new(&requests, self.wire());
+        let retries = (self.wire().stateless())
+            .map(|revision| Retries::new(load.tool, load.arguments, revision));
+        let mut tally = Tally::new(&requests, self.wire(), retries);
         let (child, stdin, stdout, responder) = self.parts();
         let outcome = if load.in_flight <= 1 {
             with_watchdog(child, load.stall, &done, shown(load), || {
@@ -316,47 +324,6 @@ type Parts<'a> = (
     &'a mut BufReader<ChildStdout>,
     &'a Responder,
 );
-
-/// A session's plugin: its process and its tree, which the watchdog ends.
-type Plugin<'a> = (&'a mut Child, &'a ProcessTree);
-
-/// How many sessions are open, and its changes: an interrupt's teardown waits for them
-/// to close (the watchdog of the one running ends its plugin; `bench` then closes it).
-static OPEN: (Mutex<usize>, Condvar) = (Mutex::new(0), Condvar::new());
-
-/// How long an interrupt's teardown waits for the sessions to close: the watchdog's
-/// sequence (SIGTERM, 5 s, SIGKILL, 5 s) and the close's own, with room to spare.
-const CLOSE_WAIT: Duration = Duration::from_secs(30);
-
-/// One open session, counted until dropped.
-struct OpenSession(());
-
-impl OpenSession {
-    /// Counts a session about to start; refused once an interrupt's teardown runs.
-    fn new() -> Result<OpenSession, String> {
-        static WAIT_REGISTERED: std::sync::Once = std::sync::Once::new();
-        WAIT_REGISTERED.call_once(|| crate::interrupt::at_end(|| wait_closed(CLOSE_WAIT)));
-        let mut open = OPEN.0.lock().unwrap_or_else(|e| e.into_inner());
-        if crate::interrupt::interrupted() {
-            return Err("interrupted".to_owned());
-        }
-        *open += 1;
-        Ok(OpenSession(()))
-    }
-}
-
-impl Drop for OpenSession {
-    fn drop(&mut self) {
-        *OPEN.0.lock().unwrap_or_else(|e| e.into_inner()) -= 1;
-        OPEN.1.notify_all();
-    }
-}
-
-/// Waits until no session is open, at most `limit`.
-fn wait_closed(limit: Duration) {
-    let open = OPEN.0.lock().unwrap_or_else(|e| e.into_inner());
-    drop(OPEN.1.wait_timeout_while(open, limit, |n| *n > 0));
-}
 
 /// The writer thread takes credits and reverse-call answers from the reader.
 enum ToWriter {
@@ -563,10 +530,12 @@ struct Tally {
     /// When the last reply arrived, since `t0`: the run's length. (Measured here, not
     /// after the threads are joined, so their wind-down is not counted as the plugin's.)
     last: Duration,
+    /// In the stateless era: the calls sent again with the input their results asked for.
+    retries: Option<Retries>,
 }
 
 impl Tally {
-    fn new(requests: &Requests, wire: Wire) -> Tally {
+    fn new(requests: &Requests, wire: Wire, retries: Option<Retries>) -> Tally {
         Tally {
             first: requests.first,
             answered: vec![false; requests.count],
@@ -578,12 +547,14 @@ impl Tally {
             t0: requests.t0,
             wire,
             last: Duration::ZERO,
+            retries,
         }
     }
 
     /// Records the reply to `id`; `false` when it answers none of this run's requests
     /// (or one already answered).
     fn answered(&mut self, id: u64, arrived: Instant) -> bool {
+        let id = self.retries.as_mut().map_or(id, |r| r.original(id));
         let Some(slot) = id
             .checked_sub(self.first)
             .and_then(|n| usize::try_from(n).ok())
@@ -618,6 +589,32 @@ impl Tally {
             self.errors += 1;
             self.first_error.get_or_insert(f);
         }
+        true
+    }
+
+    /// What the reply to `id` calls for: in the stateless era, a result that asks for
+    /// input is answered and the call sent again (see [`Retries::follow_up`]).
+    fn follow_up(
+        &mut self,
+        id: &RawValue,
+        outcome: Result<&RawValue, &RawValue>,
+        responder: &Responder,
+    ) -> Result<FollowUp, String> {
+        match (&mut self.retries, outcome, id.get().parse::<u64>()) {
+            (Some(retries), Ok(result), Ok(n)) => {
+                retries.follow_up(n, result, |r| responder.input_answer(r))
+            }
+            _ => Ok(FollowUp::Final),
+        }
+    }
+
+    /// Records the request the reply to `id` stands for as failed, for `why`.
+    fn failed(&mut self, id: &RawValue, arrived: Instant, why: String) -> bool {
+        if !id.get().parse().is_ok_and(|n| self.answered(n, arrived)) {
+            return false;
+        }
+        self.errors += 1;
+        self.first_error.get_or_insert(why);
         true
     }
 
@@ -665,9 +662,19 @@ fn read_replies(
             continue;
         }
         match wire::parse(&line) {
-            Message::Response { id, outcome } if tally.record(id, outcome, arrived) => {
-                done.fetch_add(1, Ordering::Relaxed);
-                owed += 1;
+            Message::Response { id, outcome } => {
+                let counted = match tally.follow_up(id, outcome, responder)? {
+                    FollowUp::Final => tally.record(id, outcome, arrived),
+                    FollowUp::Retry(frame) => {
+                        feed.frame(frame)?;
+                        false
+                    }
+                    FollowUp::Failed(why) => tally.failed(id, arrived, why),
+                };
+                if counted {
+                    done.fetch_add(1, Ordering::Relaxed);
+                    owed += 1;
+                }
             }
             Message::Request {
                 id: Some(id),
@@ -683,111 +690,4 @@ fn read_replies(
 /// The total the progress line counts to, when it is shown.
 fn shown(load: &Load) -> Option<usize> {
     load.progress.then_some(load.count)
-}
-
-/// Runs `work` on this thread while a second thread redraws the progress line (when
-/// asked) and kills the plugin if `work` has not finished and `done` has not moved for
-/// `stall`: the kill closes the plugin's stdout, so a blocked read returns. The second
-/// thread naps 20 ms at a time, and wakes at once when `work` ends.
-fn with_watchdog<T>(
-    (child, tree): Plugin<'_>,
-    stall: Duration,
-    done: &AtomicUsize,
-    progress: Option<usize>,
-    work: impl FnOnce() -> Result<T, String>,
-) -> Result<T, String> {
-    let killed = AtomicBool::new(false);
-    let interrupted = AtomicBool::new(false);
-    // Nothing is ever sent: dropping the sender is the signal that `work` is over.
-    let (over, is_over) = bounded::<()>(1);
-    std::thread::scope(|s| {
-        s.spawn(|| {
-            let mut last = (usize::MAX, Instant::now());
-            let mut err = std::io::stderr();
-            loop {
-                let n = done.load(Ordering::Relaxed);
-                if let Some(total) = progress {
-                    let _ = write!(err, "\rbench: {n}/{total} ({}%)", n * 100 / total.max(1));
-                    let _ = err.flush();
-                }
-                if crate::interrupt::interrupted() {
-                    interrupted.store(true, Ordering::Release);
-                    // Its stdin is `work`'s, so the sequence starts at SIGTERM; the kill
-                    // closes its stdout, and `work` returns.
-                    let policy = ShutdownPolicy {
-                        stdin_grace: Duration::ZERO,
-                        ..ShutdownPolicy::default()
-                    };
-                    tree.shutdown(child, &policy);
-                    return;
-                }
-                if n != last.0 {
-                    last = (n, Instant::now());
-                } else if last.1.elapsed() >= stall {
-                    killed.store(true, Ordering::Release);
-                    let _ = child.kill();
-                    return;
-                }
-                match is_over.recv_timeout(Duration::from_millis(20)) {
-                    Err(RecvTimeoutError::Timeout) => {}
-                    _ => break,
-                }
-            }
-            if let Some(total) = progress {
-                let _ = writeln!(err, "\rbench: {total}/{total} (100%)");
-            }
-        });
-        let out = work();
-        drop(over);
-        match out {
-            Err(_) if interrupted.load(Ordering::Acquire) => {
-                Err("interrupted: the plugin was stopped".to_owned())
-            }
-            Err(e) if killed.load(Ordering::Acquire) => Err(format!(
-                "no reply for {:.1} s, the plugin was stopped ({e})",
-                stall.as_secs_f64()
-            )),
-            other => other,
-        }
-    })
-}
-
-/// Appends `n` in decimal (`write!` costs more at the binary's opt-level "z").
-fn push_u64(buf: &mut Vec<u8>, mut n: u64) {
-    let mut digits = [0u8; 20];
-    let mut at = digits.len();
-    loop {
-        at -= 1;
-        digits[at] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
-    }
-    buf.extend_from_slice(&digits[at..]);
-}
-
-/// Reads one line of the plugin's stdout into `line`, at most the frame cap
-/// ([`DEFAULT_MAX_FRAME_BYTES`]): a longer one is an error, so a plugin writing an endless
-/// line costs the bench 16 MiB, not all the memory there is.
-fn read_line(r: &mut BufReader<ChildStdout>, line: &mut Vec<u8>) -> Result<(), String> {
-    line.clear();
-    let cap = DEFAULT_MAX_FRAME_BYTES as u64;
-    match r.by_ref().take(cap + 1).read_until(b'\n', line) {
-        Ok(0) => Err("the plugin closed its stdout".into()),
-        Ok(n) if n as u64 > cap => Err(format!(
-            "the plugin wrote a line over {cap} bytes (the frame cap)"
-        )),
-        Ok(_) => Ok(()),
-        Err(e) => Err(format!("reading the plugin's stdout: {e}")),
-    }
-}
-
-fn write_all(w: &mut impl Write, bytes: &[u8]) -> Result<(), String> {
-    w.write_all(bytes)
-        .map_err(|e| format!("writing to the plugin: {e}"))
-}
-
-fn flush(w: &mut impl Write) -> Result<(), String> {
-    w.flush().map_err(|e| format!("writing to the plugin: {e}"))
 }

@@ -1,26 +1,44 @@
 //! `executa bench` against an MCP stdio server: the handshake (`initialize` with a dated
-//! revision, then `notifications/initialized`), `tools/list` made into the manifest the
-//! bench needs (tool names and parameters for placeholder arguments), the `tools/call`
-//! frame, the verdict on a result (`isError`), and the answers to the server's own
-//! requests (`sampling/createMessage` echoed in MCP's shape, `ping`).
+//! revision, then `notifications/initialized`) or the stateless era's `server/discover`
+//! and `_meta` envelope, `tools/list` made into the manifest the bench needs (tool names
+//! and parameters for placeholder arguments), the `tools/call` frame (and its retry with
+//! the input a stateless server asked for), the verdict on a result (`isError`), and the
+//! answers to the server's own requests and input requests (`sampling/createMessage`
+//! echoed in MCP's shape, `ping`, no roots, elicitation declined).
 
 use std::borrow::Cow;
 
-use executa::host::{MCP_PROPOSED, ReverseCall, Service, mcp_sampling_params, mcp_sampling_result};
+use executa::host::{
+    MCP_PROPOSED, McpInputRequest, ReverseCall, Service, mcp_envelope, mcp_input_answer,
+    mcp_input_required, mcp_sampling_params, mcp_sampling_result,
+};
 use executa::wire;
 use executa::{Id, Manifest, RpcError};
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
-use serde_json::{Value, json};
+use serde_json::{Map, Value, json};
 
-/// `initialize`'s params: the revision the host proposes, the sampling capability
-/// (answered by echo).
-pub fn initialize_params() -> Value {
+/// The name the bench gives itself in `clientInfo`.
+const CLIENT: &str = "executa-bench";
+
+/// `initialize`'s params: `pinned`, else the revision the host proposes, and the sampling
+/// capability (answered by echo).
+pub fn initialize_params(pinned: Option<&str>) -> Value {
     json!({
-        "protocolVersion": MCP_PROPOSED,
+        "protocolVersion": pinned.unwrap_or(MCP_PROPOSED),
         "capabilities": { "sampling": {} },
-        "clientInfo": { "name": "executa-bench", "version": env!("CARGO_PKG_VERSION") }
+        "clientInfo": { "name": CLIENT, "version": env!("CARGO_PKG_VERSION") }
     })
+}
+
+/// The `_meta` envelope of the stateless era at `revision`: the bench declares sampling.
+pub fn envelope(revision: &str) -> Value {
+    mcp_envelope(revision, CLIENT, env!("CARGO_PKG_VERSION"), true)
+}
+
+/// The params of a request that carries nothing but the envelope (`server/discover`).
+pub fn meta_params(revision: &str) -> Value {
+    json!({ "_meta": envelope(revision) })
 }
 
 /// The notification that ends the handshake.
@@ -39,11 +57,70 @@ pub fn manifest(init: &RawValue, tools: Vec<Box<RawValue>>) -> Result<Manifest, 
 }
 
 /// The `tools/call` frame after its id: `,"method":"tools/call","params":{...}}` and the
-/// line end.
-pub fn call_tail(tool: &str, arguments: &Value) -> Result<Vec<u8>, String> {
-    let params = json!({ "name": tool, "arguments": arguments });
+/// line end; `params` carries `meta` (the stateless era's envelope) as `_meta` when given.
+pub fn call_tail(tool: &str, arguments: &Value, meta: Option<&Value>) -> Result<Vec<u8>, String> {
+    let mut params = json!({ "name": tool, "arguments": arguments });
+    if let Some(meta) = meta {
+        params["_meta"] = meta.clone();
+    }
     let params = serde_json::to_string(&params).map_err(|e| e.to_string())?;
     Ok(format!(",\"method\":\"tools/call\",\"params\":{params}}}\n").into_bytes())
+}
+
+/// A `tools/call` of the stateless era, sent again under `id` with the answers to the
+/// input the server asked for (none when it asked only to wait) and its `requestState`,
+/// byte for byte.
+pub struct Retry<'a> {
+    pub tool: &'a str,
+    pub arguments: &'a Value,
+    pub meta: &'a Value,
+    pub answers: Option<Map<String, Value>>,
+    pub state: Option<&'a RawValue>,
+}
+
+impl Retry<'_> {
+    /// The whole frame, `{"jsonrpc":"2.0","id":ID,"method":"tools/call","params":{...}}`.
+    pub fn frame(&self, id: u64) -> Result<Vec<u8>, String> {
+        #[derive(Serialize)]
+        struct Params<'a> {
+            name: &'a str,
+            arguments: &'a Value,
+            #[serde(rename = "_meta")]
+            meta: &'a Value,
+            #[serde(rename = "inputResponses", skip_serializing_if = "Option::is_none")]
+            answers: Option<&'a Map<String, Value>>,
+            #[serde(rename = "requestState", skip_serializing_if = "Option::is_none")]
+            state: Option<&'a RawValue>,
+        }
+        let params = Params {
+            name: self.tool,
+            arguments: self.arguments,
+            meta: self.meta,
+            answers: self.answers.as_ref(),
+            state: self.state,
+        };
+        let params = serde_json::to_string(&params).map_err(|e| e.to_string())?;
+        Ok(format!(
+            "{{\"jsonrpc\":\"2.0\",\"id\":{id},\"method\":\"tools/call\",\"params\":{params}}}\n"
+        )
+        .into_bytes())
+    }
+}
+
+/// The answer to one input request of the stateless era, as `executa::host` answers it:
+/// sampling as [`answer`] answers the handshake era's request, no roots, elicitation
+/// declined.
+pub fn input_answer(
+    request: &McpInputRequest,
+    sampler: Option<&dyn Service>,
+) -> Result<Value, RpcError> {
+    mcp_input_answer(request, |params| {
+        let raw = serde_json::value::to_raw_value(params)
+            .map_err(|e| RpcError::new(-32603, e.to_string()))?;
+        let id = Id::string(&request.key);
+        let answer = sampling_value(&raw, id.as_raw(), sampler)?;
+        serde_json::from_str(answer.get()).map_err(|e| RpcError::new(-32603, e.to_string()))
+    })
 }
 
 #[derive(Deserialize)]
@@ -54,8 +131,22 @@ struct CallResult<'a> {
     content: Option<&'a RawValue>,
 }
 
-/// Why a `tools/call` result is a failure (`isError: true`, with its content), or `None`.
-pub fn failure(result: &RawValue) -> Option<String> {
+/// Why a `tools/call` result is a failure (`isError: true`, with its content), or `None`;
+/// in the stateless era (`stateless`) also a result that still asks for input (its rounds
+/// ran out) or that cannot be read as final.
+pub fn failure(result: &RawValue, stateless: bool) -> Option<String> {
+    if stateless {
+        match mcp_input_required(result) {
+            Ok(None) => {}
+            Ok(Some(_)) => {
+                return Some(format!(
+                    "the server still asked for input after {} rounds (MCP_MAX_INPUT_ROUNDS)",
+                    executa::host::MCP_MAX_INPUT_ROUNDS
+                ));
+            }
+            Err(e) => return Some(e.to_string()),
+        }
+    }
     match serde_json::from_str::<CallResult>(result.get()) {
         Ok(r) if !r.is_error => None,
         Ok(r) => Some(format!(
@@ -76,12 +167,15 @@ pub fn answer(
     sampler: Option<&dyn Service>,
 ) -> Vec<u8> {
     let mut frame = Vec::with_capacity(256);
-    let result = match (method, sampler) {
-        ("sampling/createMessage", None) => {
-            echo(params).and_then(|text| sampled(&text, "executa-bench-echo"))
-        }
-        ("sampling/createMessage", Some(service)) => sample_with(service, id, method, params),
-        ("ping", _) => serde_json::value::to_raw_value(&json!({}))
+    let result = match method {
+        "sampling/createMessage" => match params {
+            Some(params) => sampling_value(params, id, sampler),
+            None => Err(RpcError::new(
+                -32602,
+                "sampling/createMessage without params",
+            )),
+        },
+        "ping" => serde_json::value::to_raw_value(&json!({}))
             .map_err(|e| RpcError::new(-32603, e.to_string())),
         _ => Err(RpcError::new(
             -32601,
@@ -93,6 +187,19 @@ pub fn answer(
         Err(e) => wire::write_error(&mut frame, id, &e),
     }
     frame
+}
+
+/// A sampling call's MCP result: the last user message's text echoed, or, given
+/// `sampler`, that service's answer.
+fn sampling_value(
+    params: &RawValue,
+    id: &RawValue,
+    sampler: Option<&dyn Service>,
+) -> Result<Box<RawValue>, RpcError> {
+    match sampler {
+        None => echo(Some(params)).and_then(|text| sampled(&text, "executa-bench-echo")),
+        Some(service) => sample_with(service, id, params),
+    }
 }
 
 /// MCP's sampling result: `{role: assistant, content: {type: text, text}, model,
@@ -113,14 +220,11 @@ fn sampled(text: &str, model: &str) -> Result<Box<RawValue>, RpcError> {
 fn sample_with(
     service: &dyn Service,
     id: &RawValue,
-    method: &str,
-    params: Option<&RawValue>,
+    params: &RawValue,
 ) -> Result<Box<RawValue>, RpcError> {
-    let params: Value = params
-        .and_then(|p| serde_json::from_str(p.get()).ok())
-        .unwrap_or_else(|| json!({}));
+    let params: Value = serde_json::from_str(params.get()).unwrap_or_else(|_| json!({}));
     let call = ReverseCall {
-        method: method.to_owned(),
+        method: "sampling/createMessage".to_owned(),
         params: mcp_sampling_params(params),
         invoke_id: Some(format!("mcp-{}", id.get())),
         client_timeout: None,
@@ -255,13 +359,18 @@ mod tests {
     #[test]
     fn is_error_results_are_failures() {
         assert_eq!(
-            failure(&raw(json!({"content": [], "isError": false}))),
+            failure(&raw(json!({"content": [], "isError": false})), false),
             None
         );
-        assert_eq!(failure(&raw(json!({"content": []}))), None);
-        let why = failure(&raw(
-            json!({"content": [{"type": "text", "text": "boom"}], "isError": true}),
-        ));
+        assert_eq!(failure(&raw(json!({"content": []})), false), None);
+        let why = failure(
+            &raw(json!({"content": [{"type": "text", "text": "boom"}], "isError": true})),
+            true,
+        );
         assert!(why.is_some_and(|w| w.contains("boom")));
+        let asking = raw(json!({"resultType": "input_required", "requestState": "s"}));
+        assert_eq!(failure(&asking, false), None, "the handshake era's rule");
+        let why = failure(&asking, true);
+        assert!(why.is_some_and(|w| w.contains("MCP_MAX_INPUT_ROUNDS")));
     }
 }

@@ -1,6 +1,7 @@
 //! The bench driver's fast path through a reply: one pass over the bytes that finds the
 //! top-level `id` (an unsigned integer) and whether the result says the call succeeded
-//! (Executa: `result.success == true`; MCP: no `result.isError == true`), without building
+//! (Executa: `result.success == true`; MCP: no `result.isError == true`, and in the
+//! stateless era no `resultType` but `complete`), without building
 //! anything. The `executa` binary ships at opt-level "z", where a full serde parse of each
 //! reply costs the driver more CPU than many plugins spend answering it; anything this scan
 //! does not recognise (a request, an error, `success: false`, a string id, a malformed
@@ -17,6 +18,9 @@ pub enum Verdict {
     Success,
     /// MCP's `tools/call` result: `isError`, when there, is `false`.
     NotIsError,
+    /// MCP's `tools/call` result in the stateless era: as [`Verdict::NotIsError`], and
+    /// `resultType`, when there, is `"complete"` (an `input_required` one is not final).
+    Complete,
 }
 
 /// The id of a successful invoke reply, or `None` when the frame needs the full parser.
@@ -74,19 +78,23 @@ fn any_layout_success_id(line: &[u8], verdict: Verdict) -> Option<u64> {
 fn result_success(line: &[u8], at: usize, verdict: Verdict) -> Option<(usize, bool)> {
     let key_of = match verdict {
         Verdict::Success => &b"success"[..],
-        Verdict::NotIsError => b"isError",
+        Verdict::NotIsError | Verdict::Complete => b"isError",
     };
-    let mut member = None;
+    let (mut member, mut kind) = (None, None);
     let end = object(line, at, |key, at| {
         let end = value_end(line, at)?;
-        if key == key_of && member.replace(&line[at..end]).is_some() {
-            return None;
-        }
-        Some(end)
+        let slot = match key {
+            _ if key == key_of => &mut member,
+            b"resultType" if verdict == Verdict::Complete => &mut kind,
+            _ => return Some(end),
+        };
+        slot.replace(&line[at..end]).is_none().then_some(end)
     })?;
+    let not_error = || member.is_none_or(|v| v == b"false");
     let ok = match verdict {
         Verdict::Success => member == Some(b"true"),
-        Verdict::NotIsError => member.is_none_or(|v| v == b"false"),
+        Verdict::NotIsError => not_error(),
+        Verdict::Complete => not_error() && kind.is_none_or(|v| v == br#""complete""#),
     };
     Some((end, ok))
 }
@@ -345,5 +353,39 @@ mod tests {
             let text = String::from_utf8_lossy(line);
             assert_eq!(success_id(line, Verdict::NotIsError), None, "{text}");
         }
+    }
+
+    /// In the stateless era a result asking for input is not the call's answer.
+    #[test]
+    fn a_stateless_result_succeeds_only_when_complete() {
+        for (line, id) in [
+            (
+                &br#"{"jsonrpc":"2.0","id":4,"result":{"content":[],"resultType":"complete"}}"#[..],
+                4,
+            ),
+            (br#"{"jsonrpc":"2.0","id":5,"result":{"content":[]}}"#, 5),
+            (
+                br#"{"id":6,"jsonrpc":"2.0","result":{"resultType" : "complete","isError":false}}"#,
+                6,
+            ),
+        ] {
+            let text = String::from_utf8_lossy(line);
+            assert_eq!(success_id(line, Verdict::Complete), Some(id), "{text}");
+        }
+        for line in [
+            &br#"{"jsonrpc":"2.0","id":4,"result":{"resultType":"input_required","requestState":"s"}}"#[..],
+            br#"{"jsonrpc":"2.0","id":4,"result":{"resultType":"input\u005frequired"}}"#,
+            br#"{"jsonrpc":"2.0","id":4,"result":{"resultType":"complete","resultType":"complete"}}"#,
+            br#"{"jsonrpc":"2.0","id":4,"result":{"resultType":"complete","isError":true}}"#,
+        ] {
+            let text = String::from_utf8_lossy(line);
+            assert_eq!(success_id(line, Verdict::Complete), None, "{text}");
+        }
+        let pending = br#"{"jsonrpc":"2.0","id":4,"result":{"resultType":"input_required"}}"#;
+        assert_eq!(
+            success_id(pending, Verdict::NotIsError),
+            Some(4),
+            "the handshake era's rule"
+        );
     }
 }

@@ -1,8 +1,8 @@
 //! Which plugins `executa bench` compares and what it calls in each: `--plugin 'CMD'` (the
-//! shared `--tool`, `--args`, `--protocol`), `--plugin NAME=CMD` followed by its own, or a
-//! JSON spec file (`--spec FILE`) with one entry per plugin.
+//! shared `--tool`, `--args`, `--protocol`, `--mcp-version`), `--plugin NAME=CMD` followed
+//! by its own, or a JSON spec file (`--spec FILE`) with one entry per plugin.
 
-use executa::host::Protocol;
+use executa::host::{McpVersion, Protocol};
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -14,6 +14,7 @@ pub struct Choice {
     pub tool: Option<String>,
     pub args: Option<Value>,
     pub protocol: Option<Protocol>,
+    pub mcp_version: Option<McpVersion>,
 }
 
 /// One plugin as given: its name (when given one), its command line, its own choices.
@@ -61,6 +62,8 @@ struct Entry {
     args: Option<Value>,
     #[serde(default)]
     protocol: Option<String>,
+    #[serde(default)]
+    mcp_version: Option<String>,
 }
 
 /// A command line as one string (split at whitespace) or as its words.
@@ -73,7 +76,7 @@ enum Command {
 
 /// The plugins of a spec file: a JSON array of entries, or an object whose `plugins` is
 /// one. Each entry: `command` (a string split at whitespace, or an array of words), and
-/// optionally `name`, `tool`, `args`, `protocol`.
+/// optionally `name`, `tool`, `args`, `protocol`, `mcp_version`.
 pub fn read_spec_file(path: &str) -> Result<Vec<PluginSpec>, String> {
     let text = std::fs::read_to_string(path).map_err(|e| format!("`--spec {path}`: {e}"))?;
     let doc: Value =
@@ -95,6 +98,11 @@ pub fn read_spec_file(path: &str) -> Result<Vec<PluginSpec>, String> {
         .enumerate()
         .map(|(i, v)| {
             let at = |why: String| format!("`--spec {path}`, plugin {}: {why}", i + 1);
+            let usage = |u: Usage| {
+                at(match u {
+                    Usage::Error(why) | Usage::Help(why) => why,
+                })
+            };
             let e: Entry = serde_json::from_value(v).map_err(|e| at(e.to_string()))?;
             let argv = match e.command {
                 Command::Line(line) => line.split_whitespace().map(str::to_owned).collect(),
@@ -114,11 +122,13 @@ pub fn read_spec_file(path: &str) -> Result<Vec<PluginSpec>, String> {
                         .as_deref()
                         .map(|p| cli::protocol("protocol", p))
                         .transpose()
-                        .map_err(|u| {
-                            at(match u {
-                                Usage::Error(why) | Usage::Help(why) => why,
-                            })
-                        })?,
+                        .map_err(usage)?,
+                    mcp_version: e
+                        .mcp_version
+                        .as_deref()
+                        .map(|v| cli::mcp_version("mcp_version", v))
+                        .transpose()
+                        .map_err(usage)?,
                 },
             })
         })
@@ -134,12 +144,23 @@ pub struct Target {
     /// `None`: synthesized from the tool's declared parameters.
     pub arguments: Option<Value>,
     pub protocol: Protocol,
+    /// The MCP revision to speak to an MCP server.
+    pub mcp_version: McpVersion,
 }
 
 impl Target {
     /// Each plugin's own choices, else the defaults (`echo`, placeholder arguments,
-    /// `auto`).
+    /// `auto`, `auto`); a revision pinned makes `auto` `mcp`.
     pub fn resolve(spec: &PluginSpec, defaults: &Choice, pin: Option<usize>) -> Target {
+        let mcp_version = (spec.own.mcp_version.as_ref())
+            .or(defaults.mcp_version.as_ref())
+            .cloned()
+            .unwrap_or_default();
+        let protocol = spec
+            .own
+            .protocol
+            .or(defaults.protocol)
+            .unwrap_or(Protocol::Auto);
         Target {
             name: spec.name.clone(),
             argv: spec.argv.clone(),
@@ -148,11 +169,8 @@ impl Target {
                 .or(defaults.tool.as_ref())
                 .map_or_else(|| "echo".to_owned(), Clone::clone),
             arguments: spec.own.args.clone().or_else(|| defaults.args.clone()),
-            protocol: spec
-                .own
-                .protocol
-                .or(defaults.protocol)
-                .unwrap_or(Protocol::Auto),
+            protocol: cli::with_pin(protocol, &mcp_version),
+            mcp_version,
         }
     }
 
@@ -186,6 +204,7 @@ mod tests {
             tool: Some("sample".into()),
             args: None,
             protocol: Some(Protocol::Mcp),
+            mcp_version: None,
         };
         let mut spec = parse_plugin("a=x").unwrap();
         spec.own.tool = Some("echo".into());
@@ -197,5 +216,33 @@ mod tests {
         let t = Target::resolve(&parse_plugin("x y").unwrap(), &Choice::default(), None);
         assert_eq!((t.tool.as_str(), t.protocol), ("echo", Protocol::Auto));
         assert_eq!(t.label(), "x y");
+        assert_eq!(t.mcp_version, McpVersion::Auto);
+    }
+
+    #[test]
+    fn a_pinned_mcp_revision_makes_auto_mcp() {
+        let pinned = Choice {
+            mcp_version: Some(McpVersion::Pinned("2026-07-28".into())),
+            ..Choice::default()
+        };
+        let t = Target::resolve(&parse_plugin("x").unwrap(), &pinned, None);
+        assert_eq!(t.protocol, Protocol::Mcp);
+        let mut executa = parse_plugin("e=x").unwrap();
+        executa.own.protocol = Some(Protocol::Executa);
+        let t = Target::resolve(&executa, &pinned, None);
+        assert_eq!(
+            t.protocol,
+            Protocol::Executa,
+            "a pin never makes Executa MCP"
+        );
+        let legacy = Choice {
+            mcp_version: Some(McpVersion::Legacy),
+            ..Choice::default()
+        };
+        let t = Target::resolve(&parse_plugin("x").unwrap(), &legacy, None);
+        assert_eq!(
+            (t.protocol, t.mcp_version),
+            (Protocol::Auto, McpVersion::Legacy)
+        );
     }
 }

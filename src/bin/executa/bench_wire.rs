@@ -5,8 +5,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use executa::host::{Handlers, ReverseCall, Service};
-use executa::{Id, wire};
+use executa::host::{Handlers, McpInputRequest, ReverseCall, Service};
+use executa::{Id, RpcError, wire};
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
@@ -21,13 +21,25 @@ pub enum Wire {
     Executa,
     /// MCP's `tools/call`, with the bench answering `sampling/createMessage` and `ping`.
     Mcp,
+    /// MCP's stateless era at this revision: `tools/call` carries the `_meta` envelope,
+    /// and a result may ask for input, which the bench answers before it sends the call
+    /// again.
+    McpStateless(&'static str),
 }
 
 impl Wire {
     pub fn name(self) -> &'static str {
         match self {
             Wire::Executa => "executa",
-            Wire::Mcp => "mcp",
+            Wire::Mcp | Wire::McpStateless(_) => "mcp",
+        }
+    }
+
+    /// The stateless revision, in the stateless era.
+    pub fn stateless(self) -> Option<&'static str> {
+        match self {
+            Wire::McpStateless(v) => Some(v),
+            _ => None,
         }
     }
 
@@ -48,7 +60,11 @@ impl Wire {
                 })
             }
             Wire::Mcp => Ok(InvokeParts {
-                tail: bench_mcp::call_tail(tool, arguments)?,
+                tail: bench_mcp::call_tail(tool, arguments, None)?,
+                suffix: None,
+            }),
+            Wire::McpStateless(v) => Ok(InvokeParts {
+                tail: bench_mcp::call_tail(tool, arguments, Some(&bench_mcp::envelope(v)))?,
                 suffix: None,
             }),
         }
@@ -59,6 +75,7 @@ impl Wire {
         let verdict = match self {
             Wire::Executa => Verdict::Success,
             Wire::Mcp => Verdict::NotIsError,
+            Wire::McpStateless(_) => Verdict::Complete,
         };
         bench_scan::success_id(line, verdict)
     }
@@ -74,7 +91,8 @@ impl Wire {
                 )),
                 Err(e) => Some(format!("not an invoke result ({e}): {}", result.get())),
             },
-            Wire::Mcp => bench_mcp::failure(result),
+            Wire::Mcp => bench_mcp::failure(result, false),
+            Wire::McpStateless(_) => bench_mcp::failure(result, true),
         }
     }
 }
@@ -117,11 +135,17 @@ impl Responder {
         self.wire = wire;
     }
 
+    /// The answer to one input request a stateless server's result carries (sampling by
+    /// `--sampling-cmd` when given, else echoed, as the handshake era's request is).
+    pub fn input_answer(&self, request: &McpInputRequest) -> Result<Value, RpcError> {
+        bench_mcp::input_answer(request, self.backends.mcp_sampling.as_deref())
+    }
+
     /// The answer frame to one request from the plugin. Executa's go through
     /// [`Handlers::answer_into`], the path a `Host`'s reader answers a quick service on:
     /// the result is serialized straight into the frame.
     pub fn answer(&self, id: &RawValue, method: &str, params: Option<&RawValue>) -> Vec<u8> {
-        if self.wire == Wire::Mcp {
+        if self.wire != Wire::Executa {
             return bench_mcp::answer(id, method, params, self.backends.mcp_sampling.as_deref());
         }
         let mut params: Value = params

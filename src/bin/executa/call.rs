@@ -10,7 +10,9 @@ use executa::host::{
 use executa::{Error, RpcError};
 use serde_json::{Value, json};
 
-use crate::cli::{Args, Common, Local, Usage, json_arg, protocol, secs, unknown};
+use crate::cli::{
+    Args, Common, Local, Usage, json_arg, mcp_version, protocol, secs, unknown, with_pin,
+};
 use crate::describe::pretty;
 
 pub const HELP: &str = concat!(
@@ -30,7 +32,10 @@ a local command with --sampling-cmd). Placeholder sampling and storage tokens ar
 when the manifest declares llm.sample / aps.*.
 An MCP stdio server gets tools/call (with a progress token); its result is printed as it
 came, and isError:true counts as success:false. Sampling answers it the same way; it has
-no invoke context, so credentials cannot be sent to it (refused).
+no invoke context, so credentials cannot be sent to it (refused). In MCP's stateless era
+(2026-07-28, see --mcp-version) a call that needs input is answered with what it asks
+for (sampling as above, no roots, elicitation declined) and sent again, at most 10 rounds;
+the final result is printed.
 
 OPTIONS:
     --args JSON                  the tool's arguments [{}]
@@ -48,6 +53,7 @@ OPTIONS:
     "    --verbose                    log each reverse call on stderr
 ",
     crate::cli::protocol_help!(),
+    crate::cli::mcp_version_help!(),
     "    --init-timeout SECS, --describe-timeout SECS, --first-launch, --quiet, -h/--help
 
 EXIT STATUS:
@@ -85,12 +91,16 @@ pub fn run(mut args: Args) -> Result<ExitCode, Usage> {
             "--sampling-fixture" => fixture = Some(args.value(&flag, inline)?),
             "--verbose" | "-v" => verbose = true,
             "--protocol" => common.host.protocol = protocol(&flag, &args.value(&flag, inline)?)?,
+            "--mcp-version" => {
+                common.host.mcp_version = mcp_version(&flag, &args.value(&flag, inline)?)?
+            }
             f if f.starts_with('-') => return Err(unknown(f)),
             _ if tool.is_none() => tool = Some(flag),
             _ => return Err(Usage::Error(format!("unexpected argument `{flag}`"))),
         }
     }
     let tool = tool.ok_or_else(|| Usage::Error("`call` needs the tool name".to_owned()))?;
+    common.host.protocol = with_pin(common.host.protocol, &common.host.mcp_version);
     // The plugin gets credentials in the invoke context and nowhere else: not in its
     // environment, where its children and `/proc/PID/environ` would keep them too.
     let cmd = read_from_env

@@ -6,7 +6,8 @@ use std::time::Duration;
 use std::sync::Arc;
 
 use executa::host::{
-    CommandSampling, DirStorage, HostOptions, PluginCommand, Protocol, Service, StderrRelay,
+    CommandSampling, DirStorage, HostOptions, McpVersion, PluginCommand, Protocol, Service,
+    StderrRelay,
 };
 use serde_json::Value;
 
@@ -134,6 +135,39 @@ macro_rules! protocol_help {
     };
 }
 pub(crate) use protocol_help;
+
+/// `--mcp-version auto|legacy|REVISION`.
+pub fn mcp_version(flag: &str, text: &str) -> Result<McpVersion, Usage> {
+    text.parse()
+        .map_err(|why| Usage::Error(format!("`{flag}` takes {why}")))
+}
+
+/// The protocol a command uses once `--mcp-version` is known: a revision pinned says the
+/// child is an MCP server, so `auto` (whose Executa `initialize` would settle an MCP
+/// server in the handshake era) becomes `mcp`.
+pub fn with_pin(protocol: Protocol, version: &McpVersion) -> Protocol {
+    match (protocol, version) {
+        (Protocol::Auto, McpVersion::Pinned(_)) => Protocol::Mcp,
+        (p, _) => p,
+    }
+}
+
+/// The help lines of `--mcp-version`, for the commands that take it (default auto).
+macro_rules! mcp_version_help {
+    () => {
+        "    --mcp-version V              the MCP revision to speak to an MCP server: auto
+                                 (server/discover at 2026-07-28 first, adopted when the
+                                 server names it, else the initialize handshake), legacy
+                                 (the handshake only, proposing 2025-11-25), or one
+                                 revision and no other: 2026-07-28 (stateless), 2025-11-25,
+                                 2025-06-18, 2025-03-26, 2024-11-05 (a revision implies
+                                 --protocol mcp). `--protocol auto` meets an MCP server
+                                 with Executa's initialize, a handshake: it stays in the
+                                 handshake era [auto]
+"
+    };
+}
+pub(crate) use mcp_version_help;
 
 pub fn count(flag: &str, text: &str) -> Result<usize, Usage> {
     text.parse::<usize>()

@@ -4,7 +4,7 @@ use std::process::ExitCode;
 
 use executa::host::{Handlers, PluginProcess, Protocol};
 
-use crate::cli::{Args, Common, Usage, protocol, unknown};
+use crate::cli::{Args, Common, Usage, mcp_version, protocol, unknown, with_pin};
 
 pub const HELP: &str = concat!(
     "\
@@ -18,8 +18,9 @@ as the plugin returned it (the JSON text of the result, byte for byte), then shu
 plugin down. Exits 1 when the answer is not the bare manifest object (a wrapped
 {\"manifest\":{...}} is pitfall #5: the Agent cannot read it).
     executa describe -- ./my-plugin > manifest.json
-An MCP stdio server is asked for tools/list (every page) instead, and the manifest made
-from it is printed (name and version from serverInfo, description from instructions,
+An MCP stdio server is asked for tools/list (every page) instead, in the era
+--mcp-version settles, and the manifest made from it is printed (name and version from
+serverInfo, in the stateless era server/discover's, description from instructions,
 parameters from each tool's inputSchema, which is kept beside them).
 
 OPTIONS:
@@ -29,6 +30,7 @@ OPTIONS:
                                  manifest made from it
 ",
     crate::cli::protocol_help!(),
+    crate::cli::mcp_version_help!(),
     "    --init-timeout SECS, --describe-timeout SECS, --first-launch, --quiet, -h/--help
 
 EXIT STATUS:
@@ -49,10 +51,14 @@ pub fn run(mut args: Args) -> Result<ExitCode, Usage> {
             "--pretty" => pretty_print = true,
             "--raw" => raw_tools = true,
             "--protocol" => common.host.protocol = protocol(&flag, &args.value(&flag, inline)?)?,
+            "--mcp-version" => {
+                common.host.mcp_version = mcp_version(&flag, &args.value(&flag, inline)?)?
+            }
             _ => return Err(unknown(&flag)),
         }
     }
     let cmd = args.plugin()?;
+    common.host.protocol = with_pin(common.host.protocol, &common.host.mcp_version);
     let timeout = common.host.effective_describe_timeout();
     let process = match PluginProcess::spawn(&cmd, common.host, Handlers::new()) {
         Ok(p) => p,

@@ -1,13 +1,13 @@
 //! One `tools/call`: its reply in MCP's shape, its progress as `notifications/progress`,
 //! and which calls back to the client it may make.
 
-use serde::Deserialize;
 use serde_json::Value;
-use serde_json::value::RawValue;
 
 use crate::error::{RpcError, codes};
 use crate::protocol::{family, gate};
 use crate::wire;
+
+use super::era::Meta;
 
 /// The MCP side of one `tools/call`, carried by its invoke.
 #[derive(Debug, Default)]
@@ -17,23 +17,19 @@ pub(crate) struct Call {
     /// The call's place among those in flight (a cancellation may name it), set by the
     /// reader; taken out for the reply, which it decides on (`dispatch.rs`).
     pub seen: Option<super::Seen>,
+    /// Set for a 2026-07-28 call (by the reader): served without a session, its calls to
+    /// the client become input requests (`input.rs`).
+    pub stateless: Option<super::input::Stateless>,
 }
 
 impl Call {
-    /// The call whose params carried `meta` (`_meta`, raw), if any.
-    pub fn new(meta: Option<&str>) -> Call {
-        #[derive(Deserialize)]
-        struct Meta<'a> {
-            #[serde(rename = "progressToken", borrow)]
-            progress_token: Option<&'a RawValue>,
-        }
+    /// The call whose params carried `meta` (`_meta`, read).
+    pub fn new(meta: &Meta<'_>) -> Call {
         // The spec's token is a string or an integer: anything else sends no progress.
         // It is echoed byte for byte as received (a number past u64 read as a float
         // would come back as `1e+30`); a string's or a number's text is one line.
         let token = meta
-            .and_then(|m| serde_json::from_str::<Meta<'_>>(m).ok())
-            .and_then(|m| m.progress_token)
-            .map(RawValue::get)
+            .progress_token
             .filter(|t| {
                 t.starts_with('"')
                     || t.starts_with('-')
@@ -43,35 +39,86 @@ impl Call {
         Call {
             progress_token: token,
             seen: None,
+            stateless: None,
         }
+    }
+
+    /// Whether the call is a 2026-07-28 one, whose results say `resultType`.
+    pub fn is_stateless(&self) -> bool {
+        self.stateless.is_some()
     }
 }
 
 /// Turns a handler's data, written in `frame` from `data_at` on, into a `CallToolResult`
 /// and ends the frame: a `text` block with the JSON (a string result: its text), and the
 /// value itself as `structuredContent` when it is an object.
-pub(crate) fn finish(frame: &mut Vec<u8>, data_at: usize) {
-    let data = frame.split_off(data_at);
-    frame.extend_from_slice(br#"{"content":[{"type":"text","text":"#);
-    if data.first() == Some(&b'"') {
+///
+/// Built in the frame itself, with no second buffer: the result's head and text block are
+/// written after the data, then rotated in front of it (the hot path of `tools/call`).
+pub(crate) fn finish(frame: &mut Vec<u8>, data_at: usize, stateless: bool) {
+    let end = frame.len();
+    let first = frame.get(data_at).copied();
+    frame.push(b'{');
+    if stateless {
+        frame.extend_from_slice(br#""resultType":"complete","#);
+    }
+    frame.extend_from_slice(br#""content":[{"type":"text","text":"#);
+    if first == Some(b'"') {
         // Already a JSON string: its text is the block's text.
-        frame.extend_from_slice(&data);
+        frame.extend_from_within(data_at..end);
     } else {
-        let text = std::str::from_utf8(&data).unwrap_or("null");
-        wire::serialize_into(frame, text);
+        escape_in_place(frame, data_at..end);
     }
     frame.extend_from_slice(b"}]");
-    if data.first() == Some(&b'{') {
+    let structured = first == Some(b'{');
+    if structured {
         frame.extend_from_slice(br#","structuredContent":"#);
-        frame.extend_from_slice(&data);
+    }
+    frame[data_at..].rotate_left(end - data_at);
+    if !structured {
+        frame.truncate(frame.len() - (end - data_at));
     }
     frame.extend_from_slice(b"}}\n");
+}
+
+/// Appends the JSON text at `json` (a range of `frame`) to `frame` as a JSON string. Valid
+/// JSON text holds control characters only as white space (its strings escape theirs) and
+/// no invalid UTF-8; where there is white space, the general escaper writes it. Otherwise
+/// only `"` and `\` need a backslash: counted first, so the string is written in one pass
+/// into room made once.
+fn escape_in_place(frame: &mut Vec<u8>, json: std::ops::Range<usize>) {
+    let src = &frame[json.clone()];
+    if src.iter().any(|&b| b < 0x20) {
+        let text = String::from_utf8_lossy(src).into_owned();
+        return crate::json_text::write_str(frame, &text);
+    }
+    let escapes = src.iter().filter(|&&b| b == b'"' || b == b'\\').count();
+    let start = frame.len();
+    frame.resize(start + json.len() + escapes + 2, b'"');
+    let (head, tail) = frame.split_at_mut(start);
+    let (mut src, mut out) = (&head[json], &mut tail[1..]);
+    // Runs between the bytes to escape are copied whole.
+    while let Some(at) = src.iter().position(|&b| b == b'"' || b == b'\\') {
+        let (run, rest) = src.split_at(at + 1);
+        let (to, after) = std::mem::take(&mut out).split_at_mut(at + 2);
+        to[..at].copy_from_slice(&run[..at]);
+        to[at] = b'\\';
+        to[at + 1] = run[at];
+        (src, out) = (rest, after);
+    }
+    out[..src.len()].copy_from_slice(src);
 }
 
 /// A failed `tools/call` as MCP wants tool failures: a result with `isError: true` and the
 /// message as text (the model reads it and may correct itself), `details` as a second
 /// block of JSON.
-pub(crate) fn tool_error(frame: &mut Vec<u8>, id: &[u8], message: &str, details: Option<&Value>) {
+pub(crate) fn tool_error(
+    frame: &mut Vec<u8>,
+    id: &[u8],
+    message: &str,
+    details: Option<&Value>,
+    stateless: bool,
+) {
     #[derive(serde::Serialize)]
     struct Block<'a> {
         #[serde(rename = "type")]
@@ -80,6 +127,8 @@ pub(crate) fn tool_error(frame: &mut Vec<u8>, id: &[u8], message: &str, details:
     }
     #[derive(serde::Serialize)]
     struct Failed<'a> {
+        #[serde(rename = "resultType", skip_serializing_if = "Option::is_none")]
+        result_type: Option<&'static str>,
         content: Vec<Block<'a>>,
         #[serde(rename = "isError")]
         is_error: bool,
@@ -96,6 +145,7 @@ pub(crate) fn tool_error(frame: &mut Vec<u8>, id: &[u8], message: &str, details:
         });
     }
     let body = Failed {
+        result_type: stateless.then_some("complete"),
         content,
         is_error: true,
     };
@@ -173,15 +223,42 @@ pub(crate) fn reverse_gate(
 mod tests {
     use super::*;
     use serde_json::json;
+    use serde_json::value::RawValue;
 
     fn result_of(data: &str) -> Value {
         let mut frame = br#"{"jsonrpc":"2.0","id":1,"result":"#.to_vec();
         let at = frame.len();
         frame.extend_from_slice(data.as_bytes());
-        finish(&mut frame, at);
+        finish(&mut frame, at, false);
         assert_eq!(frame.last(), Some(&b'\n'));
         let v: Value = serde_json::from_slice(&frame).expect("one JSON frame");
         v["result"].clone()
+    }
+
+    #[test]
+    fn the_text_block_is_the_data_escaped_as_serde_would() {
+        for data in [
+            r#"{"a":"x\"y\\z","b":[1,{"c":null}],"d":"\u0001é"}"#,
+            "{ \"a\" :\t1 }",
+            "[]",
+            "12.5",
+            "true",
+        ] {
+            let r = result_of(data);
+            assert_eq!(r["content"][0]["text"], data, "{data}");
+            let value: Value = serde_json::from_str(data).expect("data");
+            match value.is_object() {
+                true => assert_eq!(r["structuredContent"], value),
+                false => assert!(r.get("structuredContent").is_none()),
+            }
+        }
+        let mut frame = br#"{"jsonrpc":"2.0","id":1,"result":"#.to_vec();
+        let at = frame.len();
+        frame.extend_from_slice(br#"{"k":1}"#);
+        finish(&mut frame, at, true);
+        let v: Value = serde_json::from_slice(&frame).expect("one frame");
+        assert_eq!(v["result"]["resultType"], "complete");
+        assert_eq!(v["result"]["structuredContent"], json!({"k": 1}));
     }
 
     #[test]
@@ -205,7 +282,9 @@ mod tests {
     fn a_progress_token_is_a_string_or_a_number_echoed_byte_for_byte() {
         let token = |meta: &str| {
             let raw = serde_json::from_str::<&RawValue>(meta).expect("raw");
-            Call::new(Some(raw.get())).progress_token.map(String::from)
+            Call::new(&Meta::read(Some(raw.get())))
+                .progress_token
+                .map(String::from)
         };
         assert_eq!(
             token(r#"{"progressToken": "ab"}"#).as_deref(),

@@ -24,7 +24,7 @@ pub(crate) struct Flight(Mutex<Calls>);
 #[derive(Default)]
 struct Calls {
     /// Raw id text, and the call's cancellation flag (dead once the call ended).
-    entries: Vec<(Box<str>, Weak<AtomicBool>)>,
+    entries: Vec<(IdText, Weak<AtomicBool>)>,
     /// The length at which the next sweep runs.
     sweep_at: usize,
 }
@@ -38,7 +38,7 @@ impl Flight {
             calls.entries.retain(|(_, flag)| flag.strong_count() > 0);
             calls.sweep_at = 2 * calls.entries.len();
         }
-        calls.entries.push((id.into(), Arc::downgrade(&flag)));
+        calls.entries.push((IdText::new(id), Arc::downgrade(&flag)));
         Seen(flag)
     }
 
@@ -46,7 +46,7 @@ impl Flight {
     pub fn cancel(&self, id: &str) -> bool {
         let calls = self.lock();
         let mut found = false;
-        for (_, flag) in calls.entries.iter().filter(|(seen, _)| **seen == *id) {
+        for (_, flag) in calls.entries.iter().filter(|(seen, _)| seen.is(id)) {
             if let Some(flag) = flag.upgrade() {
                 flag.store(true, Ordering::Release);
                 found = true;
@@ -63,6 +63,36 @@ impl Flight {
 
     fn lock(&self) -> MutexGuard<'_, Calls> {
         crate::lock::lock(&self.0)
+    }
+}
+
+/// A raw id's text, kept in the entry when short (most ids are a counter or a UUID: no
+/// allocation per call for them on the `tools/call` path).
+enum IdText {
+    Short(u8, [u8; SHORT_ID]),
+    Long(Box<str>),
+}
+
+/// The longest id kept without an allocation: a quoted UUID fits.
+const SHORT_ID: usize = 38;
+
+impl IdText {
+    fn new(id: &str) -> IdText {
+        let mut short = [0; SHORT_ID];
+        match (short.get_mut(..id.len()), u8::try_from(id.len())) {
+            (Some(room), Ok(len)) => {
+                room.copy_from_slice(id.as_bytes());
+                IdText::Short(len, short)
+            }
+            _ => IdText::Long(id.into()),
+        }
+    }
+
+    fn is(&self, id: &str) -> bool {
+        match self {
+            IdText::Short(len, bytes) => bytes.get(..usize::from(*len)) == Some(id.as_bytes()),
+            IdText::Long(text) => **text == *id,
+        }
     }
 }
 
@@ -115,6 +145,18 @@ mod tests {
         assert!(flight.kept() <= 2 * SWEEP_AT, "{} kept", flight.kept());
         assert!(flight.cancel("alive"), "a call alive is never swept");
         assert!(alive.finish());
+    }
+
+    #[test]
+    fn long_and_short_ids_are_matched_whole() {
+        let flight = Flight::default();
+        let long = format!("\"{}\"", "x".repeat(100));
+        let exact = format!("\"{}\"", "y".repeat(SHORT_ID - 2));
+        let calls = [flight.seen(&long), flight.seen(&exact), flight.seen("1")];
+        assert!(!flight.cancel(&long[..long.len() - 1]));
+        assert!(!flight.cancel("12"));
+        assert!(flight.cancel(&long) && flight.cancel(&exact) && flight.cancel("1"));
+        assert!(calls.into_iter().all(Seen::finish));
     }
 
     #[test]

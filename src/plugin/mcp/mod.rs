@@ -7,10 +7,16 @@
 //! an Executa host.
 
 mod call;
+mod era;
 mod flight;
+mod input;
 mod schema;
+mod seal;
+mod tools;
 
 pub(crate) use call::{Call, finish, progress_params, reverse_gate, tool_error};
+pub(crate) use era::{Era, MetaMemo, discover_reply, era_of, unsupported};
+pub(crate) use input::{Owed, Stateless, ask, bind, on_retry};
 
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -38,6 +44,9 @@ pub(crate) struct State {
     tools: OnceLock<Box<RawValue>>,
     /// The `tools/call` requests read and not answered yet, which a cancellation may name.
     flight: Flight,
+    /// Seals the `requestState` of input requests (2026-07-28), with a key made on first
+    /// use: a plugin that never asks its client reads no random bytes.
+    sealer: OnceLock<seal::Sealer>,
 }
 
 impl State {
@@ -48,6 +57,11 @@ impl State {
         let revision = accept(session, params);
         self.active.store(revision.is_some(), Ordering::Release);
         revision
+    }
+
+    /// The process's `requestState` sealer.
+    pub fn sealer(&self) -> &seal::Sealer {
+        self.sealer.get_or_init(seal::Sealer::new)
     }
 
     /// Whether the session is an MCP one.
@@ -69,43 +83,32 @@ impl State {
         self.flight.cancel(request_id)
     }
 
-    /// The `tools/list` result: every tool with its `inputSchema`, one page.
+    /// The `tools/list` result (`tools.rs`): every tool with its schemas and annotations,
+    /// one page, with the caching hints.
     pub fn tools_list(&self, manifest_json: &RawValue) -> &RawValue {
-        self.tools.get_or_init(|| {
-            let manifest: Value = serde_json::from_str(manifest_json.get()).unwrap_or_default();
-            let empty = Vec::new();
-            let tools = manifest
-                .get("tools")
-                .and_then(Value::as_array)
-                .unwrap_or(&empty);
-            let list: Vec<Value> = tools.iter().map(tool_entry).collect();
-            let text = json!({ "tools": list }).to_string();
-            RawValue::from_string(text).unwrap_or_else(|_| empty_list())
-        })
+        self.tools.get_or_init(|| tools::list(manifest_json))
     }
-}
-
-fn empty_list() -> Box<RawValue> {
-    RawValue::from_string(r#"{"tools":[]}"#.to_owned()).unwrap_or_else(|_| Box::default())
-}
-
-/// One manifest tool as MCP lists it.
-fn tool_entry(tool: &Value) -> Value {
-    let mut m = Map::new();
-    for key in ["name", "description"] {
-        if let Some(v) = tool.get(key) {
-            m.insert(key.into(), v.clone());
-        }
-    }
-    let parameters = tool.get("parameters").unwrap_or(&Value::Null);
-    m.insert("inputSchema".into(), schema::input_schema(parameters));
-    Value::Object(m)
 }
 
 /// The result of an MCP `initialize` already recorded by [`State::on_initialize`]:
 /// `revision`, and `serverInfo` and `instructions` from the manifest.
 pub(crate) fn initialize_reply(revision: &str, manifest_json: &RawValue) -> Value {
     let manifest: Value = serde_json::from_str(manifest_json.get()).unwrap_or_default();
+    let mut reply = Map::new();
+    reply.insert("protocolVersion".into(), Value::from(revision));
+    reply.insert(
+        "capabilities".into(),
+        json!({ "tools": { "listChanged": false } }),
+    );
+    reply.insert("serverInfo".into(), server_info(&manifest));
+    if let Some(text) = instructions(&manifest) {
+        reply.insert("instructions".into(), text.clone());
+    }
+    Value::Object(reply)
+}
+
+/// The server's `{name, version, title?}`, from the manifest.
+fn server_info(manifest: &Value) -> Value {
     let field = |k: &str| manifest.get(k).cloned().unwrap_or(Value::Null);
     let mut info = Map::new();
     info.insert("name".into(), field("name"));
@@ -113,20 +116,14 @@ pub(crate) fn initialize_reply(revision: &str, manifest_json: &RawValue) -> Valu
     if let Some(title) = manifest.get("display_name").filter(|t| t.is_string()) {
         info.insert("title".into(), title.clone());
     }
-    let mut reply = Map::new();
-    reply.insert("protocolVersion".into(), Value::from(revision));
-    reply.insert(
-        "capabilities".into(),
-        json!({ "tools": { "listChanged": false } }),
-    );
-    reply.insert("serverInfo".into(), Value::Object(info));
-    if let Some(text) = manifest
+    Value::Object(info)
+}
+
+/// The instructions for the client: the manifest's description, when it has one.
+fn instructions(manifest: &Value) -> Option<&Value> {
+    manifest
         .get("description")
         .filter(|d| d.as_str().is_some_and(|s| !s.is_empty()))
-    {
-        reply.insert("instructions".into(), text.clone());
-    }
-    Value::Object(reply)
 }
 
 /// Records an MCP `initialize` (its params text) in the session and returns the revision

@@ -78,6 +78,10 @@ pub(crate) struct InvokeLink {
     /// Set when the invoke is an MCP `tools/call`.
     #[cfg(feature = "mcp")]
     mcp: Option<Box<super::mcp::Call>>,
+    /// What a 2026-07-28 call's input request needs of it (request id, tool, arguments),
+    /// when it may make one: kept in the link, whose buffer the next invoke reuses.
+    #[cfg(feature = "mcp")]
+    bound: String,
 }
 
 impl InvokeLink {
@@ -89,6 +93,7 @@ impl InvokeLink {
         invoke_id: Option<&str>,
         deadline: Option<SystemTime>,
         #[cfg(feature = "mcp")] mcp: Option<Box<super::mcp::Call>>,
+        #[cfg(feature = "mcp")] bound: Option<[&str; 3]>,
         peer: &Arc<Peer>,
     ) -> Arc<Self> {
         if let Some(mut link) = cached
@@ -105,6 +110,10 @@ impl InvokeLink {
             #[cfg(feature = "mcp")]
             {
                 l.mcp = mcp;
+                l.bound.clear();
+                if let Some(parts) = bound {
+                    super::mcp::bind(&mut l.bound, parts);
+                }
             }
             *l.ended.get_mut() = false;
             let usage = l.usage.get_mut().unwrap_or_else(PoisonError::into_inner);
@@ -124,11 +133,23 @@ impl InvokeLink {
             peer: peer.clone(),
             #[cfg(feature = "mcp")]
             mcp,
+            #[cfg(feature = "mcp")]
+            bound: bound.map_or_else(String::new, |parts| {
+                let mut text = String::new();
+                super::mcp::bind(&mut text, parts);
+                text
+            }),
         })
     }
 
     fn usage(&self) -> MutexGuard<'_, Usage> {
         crate::lock::lock(&self.usage)
+    }
+
+    /// The MCP side of the invoke, when it is a `tools/call`.
+    #[cfg(feature = "mcp")]
+    pub fn mcp_call(&self) -> Option<&super::mcp::Call> {
+        self.mcp.as_deref()
     }
 
     /// Marks the invoke ended, under the usage lock that progress is sent under (see
@@ -301,6 +322,10 @@ impl InvokeHandle {
             drop_stamped_keys(&mut body)?;
         }
         let body = self.stamp(body, wait);
+        #[cfg(feature = "mcp")]
+        if let Some(stateless) = self.0.mcp.as_ref().and_then(|c| c.stateless.as_ref()) {
+            return super::mcp::ask(peer, stateless, &self.0.bound, method, &body, wait);
+        }
         send_and_wait(peer, method, &body, wait)
     }
 
@@ -308,8 +333,11 @@ impl InvokeHandle {
     fn gate(&self, method: &str) -> std::result::Result<(), RpcError> {
         let peer = &self.0.peer;
         #[cfg(feature = "mcp")]
-        if self.0.mcp.is_some() {
-            let samples = peer.session.mcp_client_samples();
+        if let Some(call) = &self.0.mcp {
+            let samples = match &call.stateless {
+                Some(s) => s.samples,
+                None => peer.session.mcp_client_samples(),
+            };
             return super::mcp::reverse_gate(method, &peer.capabilities, samples);
         }
         gate(
@@ -367,12 +395,13 @@ impl InvokeHandle {
     }
 
     fn try_progress<D: Serialize + ?Sized>(&self, kind: &str, data: &D) -> bool {
-        if self.is_ended() || !self.0.peer.session.reverse_rpc_allowed() {
-            return false;
-        }
+        // An MCP call needs no session: a 2026-07-28 one has none.
         #[cfg(feature = "mcp")]
         if let Some(call) = &self.0.mcp {
-            return self.mcp_progress(call, kind, data);
+            return !self.is_ended() && self.mcp_progress(call, kind, data);
+        }
+        if self.is_ended() || !self.0.peer.session.reverse_rpc_allowed() {
+            return false;
         }
         let (Some(id), Ok(data)) = (&self.0.invoke_id, serde_json::to_value(data)) else {
             return false;
@@ -597,6 +626,20 @@ fn send_and_wait(
             SendFailure::Closed => Error::Disconnected("the plugin's output is closed".into()),
         });
     }
+    wait_for_answer(peer, ticket, method, started, wait)
+}
+
+/// Waits for the answer to `ticket`, a call to `method` started at `started`, until `wait`
+/// after it at most: [`Error::Remote`] with the peer's error, [`Error::Timeout`] (the
+/// call is forgotten: a late answer is dropped), [`Error::Disconnected`] when the peer
+/// goes away.
+pub(crate) fn wait_for_answer(
+    peer: &Peer,
+    ticket: pending::Ticket,
+    method: &str,
+    started: Instant,
+    wait: Duration,
+) -> Result<Box<RawValue>> {
     // On the reader's own thread (the invoke runs there), the answer is read right here.
     // A wait too large for the clock has no bound, as in `recv_timeout`.
     if peer

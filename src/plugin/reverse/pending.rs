@@ -161,6 +161,17 @@ impl Pending {
         true
     }
 
+    /// Delivers an answer to call `number` (a 2026-07-28 retry names it in its sealed
+    /// state, not by id). Returns `false` when no such call waits. Never blocks.
+    #[cfg(feature = "mcp")]
+    pub fn settle_number(&self, number: u64, answer: Answer) -> bool {
+        let mut table = self.lock();
+        let taken = table.take(number);
+        self.counted(&table);
+        drop(table);
+        taken.map(|tx| tx.send(answer)).is_some()
+    }
+
     /// Whether `id` names a call that is still waiting.
     pub fn is_waiting(&self, id: &RawValue) -> bool {
         self.parse_id(id)
