@@ -30,6 +30,35 @@ mod writer;
 // The plugin side: the builder and the runtime.
 mod plugin;
 
+/// The guide's pages (`docs/`), compiled as doctests so every Rust block in them builds
+/// (and runs unless marked `no_run`) like the front page's; `tests/docs.rs` checks that
+/// every page is listed here.
+#[cfg(doctest)]
+mod guide {
+    macro_rules! pages {
+        ($($name:ident = $file:literal),* $(,)?) => {
+            $(#[doc = include_str!(concat!("../docs/", $file))] mod $name {})*
+        };
+    }
+    pages! {
+        index = "README.md",
+        testing = "testing.md",
+        parameters = "parameters.md",
+        command_line = "command-line.md",
+        reverse_calls = "reverse-calls.md",
+        host_and_cli = "host-and-cli.md",
+        mcp = "mcp.md",
+        threading = "threading.md",
+        logging = "logging.md",
+        protocol_choices = "protocol-choices.md",
+        upgrading = "upgrading.md",
+        size_and_static = "size-and-static.md",
+        platforms = "platforms.md",
+        fuzzing = "fuzzing.md",
+        benchmarks = "benchmarks.md",
+    }
+}
+
 // The host side: drive any plugin the way the Agent does.
 #[cfg(feature = "host")]
 pub mod host;
