@@ -19,7 +19,7 @@ use super::health::Health;
 use super::intake::Intake;
 use super::job::{InvokeJob, InvokeParts, Job, Line, Method};
 use super::pool::{Admission, Admit};
-use super::reverse::InvokeLink;
+use super::reverse::{InvokeLink, Peer};
 use super::service::Service;
 
 /// What a dispatch thread keeps between jobs, so the hot path reuses its buffers.
@@ -339,7 +339,7 @@ impl Service {
         // A 2026-07-28 call that asked its client answers the retry that resumed it.
         #[cfg(feature = "mcp")]
         if ran {
-            retarget(frame, id, scratch.link.as_deref());
+            retarget(frame, id, scratch.link.as_deref(), &self.peer);
         }
         // MCP: a request the client cancelled is not answered (the spec's SHOULD NOT).
         #[cfg(feature = "mcp")]
@@ -513,18 +513,22 @@ impl Service {
 /// (the frame's `id` replaced), or nowhere when its request was answered with an input
 /// request and no retry came (the handler was released at its deadline).
 #[cfg(feature = "mcp")]
-fn retarget(frame: &mut Vec<u8>, id: &[u8], link: Option<&InvokeLink>) {
+fn retarget(frame: &mut Vec<u8>, id: &[u8], link: Option<&InvokeLink>, peer: &Peer) {
     use super::mcp::Owed;
     let call = link.and_then(InvokeLink::mcp_call);
     let Some(stateless) = call.and_then(|c| c.stateless.as_ref()) else {
         return;
     };
-    match stateless.owed() {
+    let (owed, cancelled) = stateless.close(peer);
+    if cancelled {
+        // The spec's SHOULD NOT answer a cancelled request.
+        frame.clear();
+        return;
+    }
+    match owed {
         Owed::First => {}
-        Owed::Asked => {
-            log::debug!(
-                "executa: a tools/call ended waiting for its client's retry; its request was answered"
-            );
+        Owed::Asked | Owed::Gone | Owed::Closed => {
+            log::debug!("executa: a tools/call ended with its request answered already");
             frame.clear();
         }
         Owed::Retry(to) => {

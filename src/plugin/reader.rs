@@ -739,21 +739,34 @@ impl Reader {
         let name = &*self.svc.tools[p.tool].spec.name;
         if let (Some(retry), Some(_)) = (read.retry, samples) {
             let state = retry.state.unwrap_or_default();
-            let settled =
-                super::mcp::on_retry(peer, raw, name, retry.arguments, &state, retry.responses);
+            // The retry is the request in flight from now on, with its own progress token.
+            let token = p.mcp.as_mut().and_then(|c| c.progress_token.take());
+            let retried = super::mcp::Retried {
+                id: raw,
+                name,
+                arguments: retry.arguments,
+                state: &state,
+                responses: retry.responses,
+                seen: peer.mcp.seen(raw),
+                token,
+            };
+            let settled = super::mcp::on_retry(peer, retried);
             return match settled {
                 Ok(()) => Some(Parsed::Done),
                 Err(error) => reject(error),
             };
         }
         if let Some(call) = p.mcp.as_mut() {
-            if let Some(samples) = samples {
-                let askable =
-                    samples && crate::protocol::gate(SAMPLING, &peer.capabilities, true).is_ok();
-                call.stateless = Some(Stateless::new(samples, askable));
-            }
             // Seen from now on: a cancellation read later may name it.
-            call.seen = Some(peer.mcp.seen(raw));
+            let seen = peer.mcp.seen(raw);
+            match samples {
+                Some(samples) => {
+                    let askable = samples
+                        && crate::protocol::gate(SAMPLING, &peer.capabilities, true).is_ok();
+                    call.stateless = Some(Stateless::new(samples, askable, seen));
+                }
+                None => call.seen = Some(seen),
+            }
         }
         Some(Parsed::Invoke(id, parts))
     }

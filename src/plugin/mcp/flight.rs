@@ -105,6 +105,11 @@ impl Seen {
     pub fn finish(self) -> bool {
         self.0.load(Ordering::Acquire)
     }
+
+    /// Whether the call was cancelled so far.
+    pub fn is_cancelled(&self) -> bool {
+        self.0.load(Ordering::Acquire)
+    }
 }
 
 #[cfg(test)]

@@ -15,23 +15,30 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde::Deserialize;
-use serde_json::Value;
 use serde_json::value::RawValue;
 
 use crate::error::{Error, Result, RpcError, codes};
+use crate::json_scan;
 use crate::writer::SendFailure;
 
 use super::super::reverse::{Peer, wait_for_answer};
-use super::seal::{Sealer, sha256};
+use super::Seen;
+use super::seal::Sealer;
 
-/// The methods a 2026-07-28 client takes as input requests.
-const INPUT_METHODS: [&str; 3] = ["sampling/createMessage", "elicitation/create", "roots/list"];
+/// The one method a 2026-07-28 client takes as an input request from this runtime: the
+/// revision also has `elicitation/create` and `roots/list`, which need capabilities of
+/// their own and have no author API here.
+const INPUT_METHOD: &str = "sampling/createMessage";
 
 /// The version byte of a sealed state, so a later layout is never misread as this one.
 const STATE_V1: u8 = 1;
 
+/// The resumed calls' requests not taken by their handler yet: a bound, in case a handler
+/// never comes back for its entry (it is removed on the next push past the bound).
+const MAX_RESUMED: usize = 1024;
+
 /// The stateless side of one `tools/call`: whether its client samples, whether it may ask
-/// it at all, and which request its reply is owed to.
+/// it at all, and where the call stands with its client.
 #[derive(Debug)]
 pub(crate) struct Stateless {
     /// The client declared `sampling` in this request's `_meta`.
@@ -39,7 +46,20 @@ pub(crate) struct Stateless {
     /// Whether a call to the client can happen (the plugin declares sampling and the client
     /// samples): then the invoke keeps what an input request binds (`bind`).
     pub askable: bool,
-    owed: Mutex<Owed>,
+    turn: Mutex<Turn>,
+}
+
+/// Where a stateless call stands: which request its reply is owed to, the input request
+/// it waits on, the request a cancellation may name, the progress token in force.
+#[derive(Debug)]
+struct Turn {
+    owed: Owed,
+    /// The sealed call waiting for the retry, while `Asked`.
+    ticket: Option<u64>,
+    /// The request in flight (the first, then the retry that resumed the call).
+    seen: Option<Seen>,
+    /// The retry's progress token (the first request's is the call's own).
+    token: Option<Box<str>>,
 }
 
 /// Which request a stateless call's final reply goes to.
@@ -47,25 +67,54 @@ pub(crate) struct Stateless {
 pub(crate) enum Owed {
     /// The request that started it.
     First,
-    /// None for now: the request was answered with an input request and no retry came.
+    /// None for now: the request was answered with an input request, the retry awaited.
     Asked,
+    /// None: the client never retried (or went away); the request was answered.
+    Gone,
     /// The retry that answered the last input request (its raw id).
     Retry(Box<str>),
+    /// The invoke ended: nothing more is sent for it.
+    Closed,
 }
 
 impl Stateless {
-    /// The state of a call; `askable`: whether it may ever ask its client.
-    pub fn new(samples: bool, askable: bool) -> Self {
+    /// The state of a call read with request `seen`; `askable`: whether it may ever ask
+    /// its client.
+    pub fn new(samples: bool, askable: bool, seen: Seen) -> Self {
         Stateless {
             samples,
             askable,
-            owed: Mutex::new(Owed::First),
+            turn: Mutex::new(Turn {
+                owed: Owed::First,
+                ticket: None,
+                seen: Some(seen),
+                token: None,
+            }),
         }
     }
 
-    /// Which request the final reply goes to.
-    pub fn owed(&self) -> Owed {
-        crate::lock::lock(&self.owed).clone()
+    /// Ends the call as its invoke ends: which request its reply goes to, and whether the
+    /// client cancelled that request. An input request still waiting is forgotten, so a
+    /// retry for it is refused and a thread still waiting on it wakes.
+    pub fn close(&self, peer: &Peer) -> (Owed, bool) {
+        let mut turn = crate::lock::lock(&self.turn);
+        let owed = std::mem::replace(&mut turn.owed, Owed::Closed);
+        if let Some(ticket) = turn.ticket.take() {
+            peer.pending.forget(ticket);
+        }
+        let cancelled = turn.seen.take().is_some_and(Seen::finish);
+        (owed, cancelled)
+    }
+
+    /// The progress token in force: the first request's (`first`) until the call asks its
+    /// client, none while it waits (that request was answered), the retry's after.
+    pub fn token(&self, first: Option<&str>) -> Option<Box<str>> {
+        let turn = crate::lock::lock(&self.turn);
+        match turn.owed {
+            Owed::First => first.map(Into::into),
+            Owed::Retry(_) => turn.token.clone(),
+            _ => None,
+        }
     }
 }
 
@@ -96,12 +145,56 @@ struct Resumed<'a> {
     response: &'a RawValue,
 }
 
+/// The retries that resumed a call, with what the call takes over from them: the request
+/// a cancellation may name, the progress token. Handed over beside the answer (which
+/// carries only text).
+#[derive(Default)]
+pub(crate) struct Resumes(Mutex<Vec<Resume>>);
+
+/// What the retry that settled call `ticket` hands it.
+struct Resume {
+    ticket: u64,
+    seen: Seen,
+    token: Option<Box<str>>,
+}
+
+impl Resumes {
+    fn put(&self, resume: Resume) {
+        let mut all = crate::lock::lock(&self.0);
+        if all.len() >= MAX_RESUMED {
+            all.remove(0);
+        }
+        all.push(resume);
+    }
+
+    fn take(&self, ticket: u64) -> Option<Resume> {
+        let mut all = crate::lock::lock(&self.0);
+        let at = all.iter().position(|r| r.ticket == ticket)?;
+        Some(all.swap_remove(at))
+    }
+}
+
+/// A 2026-07-28 retry as read: `tools/call` of `name` with `arguments` (raw JSON text),
+/// request id `id` (raw, entered in flight as `seen`, its progress token `token`), echoing
+/// `state` with the client's `responses` (raw, if any).
+pub(crate) struct Retried<'a> {
+    pub id: &'a str,
+    pub name: &'a str,
+    pub arguments: &'a str,
+    pub state: &'a str,
+    pub responses: Option<&'a str>,
+    pub seen: Seen,
+    pub token: Option<Box<str>>,
+}
+
 /// Asks the client of a stateless call for `method(params)`: answers the request the call
 /// owes with an input request, then waits for the retry, at most `wait` (the sealed state
 /// expires with it). Returns the client's response; [`Error::Refused`] when the method is
-/// not one a client takes as input, or another thread of the call is asking already;
+/// not one the client takes as input, the call asked already and waits (one input request
+/// at a time), its client never retried an earlier one, or the client cancelled the call;
 /// [`Error::Timeout`] when no retry came (the call's reply is then dropped: its request
-/// was answered); [`Error::Disconnected`] when the client went away.
+/// was answered); [`Error::InvokeEnded`] once the invoke ended; [`Error::Disconnected`]
+/// when the client went away.
 #[inline(never)]
 pub(crate) fn ask(
     peer: &Peer,
@@ -118,54 +211,59 @@ pub(crate) fn ask(
              request, or the manifest does not"
         )));
     };
-    if !INPUT_METHODS.contains(&method) {
+    if method != INPUT_METHOD {
         return Err(refused(format!(
-            "`{method}` has no counterpart in MCP 2026-07-28, whose clients take only {} as \
-             input requests",
-            INPUT_METHODS.join(", ")
+            "`{method}` cannot reach a 2026-07-28 client from this runtime, which sends only \
+             {INPUT_METHOD} as an input request"
         )));
     }
-    let id = {
-        let mut owed = crate::lock::lock(&call.owed);
-        let id = match &*owed {
-            Owed::First => first_id.to_owned().into_boxed_str(),
+    let (id, ticket, seen) = {
+        let mut turn = crate::lock::lock(&call.turn);
+        let id: Box<str> = match &turn.owed {
+            Owed::First => first_id.into(),
             Owed::Retry(id) => id.clone(),
+            Owed::Closed => return Err(Error::InvokeEnded),
             Owed::Asked => {
                 return Err(refused(
-                    "another call to the client of this tools/call waits for its answer: a \
-                     2026-07-28 request carries one input request at a time"
+                    "this tools/call asked its client already and waits for the retry: a \
+                     2026-07-28 call carries one input request at a time"
+                        .to_owned(),
+                ));
+            }
+            Owed::Gone => {
+                return Err(refused(
+                    "this tools/call has no request left to answer: its client did not retry \
+                     the last input request"
                         .to_owned(),
                 ));
             }
         };
-        *owed = Owed::Asked;
-        id
+        if turn.seen.as_ref().is_some_and(Seen::is_cancelled) {
+            return Err(refused("the client cancelled this tools/call".to_owned()));
+        }
+        let ticket = peer
+            .pending
+            .register_sealed()
+            .map_err(Error::Disconnected)?;
+        turn.owed = Owed::Asked;
+        turn.ticket = Some(ticket.number);
+        // The request is answered by the input request: a cancellation of it is moot.
+        (id, ticket, turn.seen.take())
     };
-    let ticket = peer.pending.register().map_err(Error::Disconnected)?;
+    let number = ticket.number;
     let expires = wall_ms().saturating_add(u64::try_from(wait.as_millis()).unwrap_or(u64::MAX));
-    let state = seal_state(
-        peer.mcp.sealer(),
-        ticket.number,
-        expires,
-        &binding(name, arguments),
-    );
-    let mut frame = Vec::with_capacity(params.len() + state.len() + 160);
-    frame.extend_from_slice(b"{\"jsonrpc\":\"2.0\",\"id\":");
-    frame.extend_from_slice(id.as_bytes());
-    frame
-        .extend_from_slice(b",\"result\":{\"resultType\":\"input_required\",\"inputRequests\":{\"");
-    frame.extend_from_slice(key(ticket.number).as_bytes());
-    frame.extend_from_slice(b"\":{\"method\":");
-    crate::wire::serialize_into(&mut frame, method);
-    frame.extend_from_slice(b",\"params\":");
-    frame.extend_from_slice(params);
-    frame.extend_from_slice(b"}},\"requestState\":\"");
-    frame.extend_from_slice(state.as_bytes());
-    frame.extend_from_slice(b"\"}}\n");
+    let digest = binding(peer.mcp.sealer(), name, arguments);
+    let state = seal_state(peer.mcp.sealer(), number, expires, &digest);
+    let frame = input_required(&id, number, method, params, &state);
     if let Err(sent) = peer.out.send_timeout(frame, wait) {
-        peer.pending.forget(ticket.number);
-        // Not sent: the request is still owed, by the caller's reply.
-        *crate::lock::lock(&call.owed) = Owed::Retry(id);
+        let mut turn = crate::lock::lock(&call.turn);
+        if turn.ticket == Some(number) {
+            // Not sent: the request is still owed, by the caller's reply.
+            peer.pending.forget(number);
+            turn.ticket = None;
+            turn.owed = Owed::Retry(id);
+            turn.seen = seen;
+        }
         return Err(match sent {
             SendFailure::Timeout => Error::Timeout {
                 method: method.to_owned(),
@@ -174,14 +272,54 @@ pub(crate) fn ask(
             SendFailure::Closed => Error::Disconnected("the plugin's output is closed".into()),
         });
     }
-    let answer = wait_for_answer(peer, ticket, method, started, wait)?;
+    drop(seen);
+    let answer = wait_for_answer(peer, ticket, method, started, wait);
+    let mut turn = crate::lock::lock(&call.turn);
+    let answer = match answer {
+        Ok(answer) => answer,
+        Err(e) => {
+            if turn.ticket == Some(number) {
+                turn.ticket = None;
+                turn.owed = Owed::Gone;
+            }
+            return Err(if turn.owed == Owed::Closed {
+                Error::InvokeEnded
+            } else {
+                e
+            });
+        }
+    };
     let resumed: Resumed<'_> = serde_json::from_str(answer.get())?;
-    *crate::lock::lock(&call.owed) = Owed::Retry(resumed.id.get().into());
+    turn.ticket = None;
+    turn.owed = Owed::Retry(resumed.id.get().into());
+    if let Some(resume) = peer.mcp.resumes().take(number) {
+        turn.seen = Some(resume.seen);
+        turn.token = resume.token;
+    }
+    drop(turn);
     if resumed.response.get() == "null" {
         let msg = format!("the client's retry carried no response to its input request `{method}`");
         return Err(Error::Remote(RpcError::new(codes::INVALID_PARAMS, msg)));
     }
     Ok(resumed.response.to_owned())
+}
+
+/// The `InputRequiredResult` answering request `id` with one input request.
+fn input_required(id: &str, number: u64, method: &str, params: &[u8], state: &str) -> Vec<u8> {
+    let mut frame = Vec::with_capacity(params.len() + state.len() + 160);
+    frame.extend_from_slice(b"{\"jsonrpc\":\"2.0\",\"id\":");
+    frame.extend_from_slice(id.as_bytes());
+    frame
+        .extend_from_slice(b",\"result\":{\"resultType\":\"input_required\",\"inputRequests\":{\"");
+    frame.extend_from_slice(key(number).as_bytes());
+    frame.extend_from_slice(b"\":{\"method\":");
+    crate::wire::serialize_into(&mut frame, method);
+    frame.extend_from_slice(b",\"params\":");
+    frame.extend_from_slice(params);
+    frame.extend_from_slice(b"}},\"requestState\":\"");
+    frame.extend_from_slice(state.as_bytes());
+    frame.extend_from_slice(b"\"}}\n");
+    frame
 }
 
 /// The key of the input request of pending call `number`.
@@ -205,16 +343,80 @@ fn wall_ms() -> u64 {
         .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
 
-/// What a state binds: the tool and its arguments, canonical (keys sorted, no spaces), so
-/// a client that re-serializes the same arguments still matches.
-fn binding(name: &str, arguments: &str) -> [u8; 16] {
-    let canonical = serde_json::from_str::<Value>(arguments)
-        .map(|v| v.to_string())
-        .unwrap_or_else(|_| arguments.to_owned());
-    let digest = sha256(format!("{name}\0{canonical}").as_bytes());
+/// What a state binds: the tool and its arguments, canonical (members sorted, strings
+/// re-escaped, numbers as written, so a client that re-serializes the same arguments
+/// still matches and no two numbers meet as the same float), under the process's key
+/// (the token shows no plain hash of the arguments).
+fn binding(sealer: &Sealer, name: &str, arguments: &str) -> [u8; 16] {
+    let mut text = String::with_capacity(arguments.len());
+    if canonical(arguments, &mut text, 0).is_none() {
+        text.clear();
+        text.push_str(arguments);
+    }
+    let digest = sealer.digest(&[name.as_bytes(), b"\0", text.as_bytes()]);
     let mut out = [0; 16];
     out.copy_from_slice(&digest[..16]);
     out
+}
+
+/// Writes checked JSON `raw` canonically into `out`; `None` past 64 levels or on text
+/// that does not read.
+fn canonical(raw: &str, out: &mut String, depth: u32) -> Option<()> {
+    let text = raw.trim_matches([' ', '\t', '\n', '\r']);
+    if depth > 64 {
+        return None;
+    }
+    match text.as_bytes().first()? {
+        b'{' => {
+            let mut members = Vec::new();
+            json_scan::for_each_member(text, |k, v| {
+                members.push((k, v));
+                Some(())
+            })?;
+            members.sort_by(|a, b| a.0.cmp(&b.0));
+            out.push('{');
+            for (at, (k, v)) in members.iter().enumerate() {
+                if at > 0 {
+                    out.push(',');
+                }
+                out.push_str(&serde_json::to_string(&**k).ok()?);
+                out.push(':');
+                canonical(v, out, depth + 1)?;
+            }
+            out.push('}');
+        }
+        b'[' => {
+            let b = text.as_bytes();
+            out.push('[');
+            let mut at = skip_ws(b, 1);
+            let mut first = true;
+            while b.get(at) != Some(&b']') {
+                let end = json_scan::value_end(text, at)?;
+                if !first {
+                    out.push(',');
+                }
+                first = false;
+                canonical(text.get(at..end)?, out, depth + 1)?;
+                at = skip_ws(b, end);
+                match b.get(at)? {
+                    b',' => at = skip_ws(b, at + 1),
+                    b']' => {}
+                    _ => return None,
+                }
+            }
+            out.push(']');
+        }
+        b'"' => out.push_str(&serde_json::to_string(&*json_scan::value_text(text)?).ok()?),
+        _ => out.push_str(text),
+    }
+    Some(())
+}
+
+fn skip_ws(b: &[u8], mut at: usize) -> usize {
+    while matches!(b.get(at), Some(b' ' | b'\t' | b'\n' | b'\r')) {
+        at += 1;
+    }
+    at
 }
 
 fn seal_state(sealer: &Sealer, number: u64, expires_ms: u64, bound: &[u8; 16]) -> String {
@@ -239,30 +441,32 @@ fn open_state(sealer: &Sealer, state: &str) -> Option<(u64, u64, [u8; 16])> {
     Some((number, expires, bound))
 }
 
-/// A retry read: `tools/call` of `name` with `arguments` (raw JSON text), request id `id`
-/// (raw), echoing `state` with the client's `responses` (raw, if any). A valid one settles
-/// the waiting call, whose reply then goes to `id`, and returns `Ok` (nothing to answer
-/// now); any other is refused as the revision's SDKs refuse it, with -32602, and touches
-/// no call. Never blocks.
+/// A retry read. A valid one settles the waiting call, whose reply then goes to the
+/// retry's id, and returns `Ok` (nothing to answer now); any other is refused as the
+/// revision's SDKs refuse it, with -32602 and no reason given (the log has it), and
+/// touches no call. Never blocks.
 #[cold]
 #[inline(never)]
-pub(crate) fn on_retry(
-    peer: &Peer,
-    id: &str,
-    name: &str,
-    arguments: &str,
-    state: &str,
-    responses: Option<&str>,
-) -> std::result::Result<(), RpcError> {
-    let why = match open_state(peer.mcp.sealer(), state) {
+pub(crate) fn on_retry(peer: &Peer, retry: Retried<'_>) -> std::result::Result<(), RpcError> {
+    let Retried {
+        id,
+        name,
+        arguments,
+        state,
+        responses,
+        seen,
+        token,
+    } = retry;
+    let sealer = peer.mcp.sealer();
+    let why = match open_state(sealer, state) {
         None => "not sealed by this process",
         Some((_, expires, _)) if expires < wall_ms() => "expired",
-        Some((_, _, bound)) if bound != binding(name, arguments) => "bound to another call",
+        Some((_, _, bound)) if bound != binding(sealer, name, arguments) => "bound to another call",
         Some((number, _, _)) => {
             // The response, as the client wrote it (checked JSON: the frame was read).
             let (wanted, mut response) = (key(number), "null");
             if let Some(responses) = responses {
-                crate::json_scan::for_each_member(responses, |k, v| {
+                json_scan::for_each_member(responses, |k, v| {
                     if k == wanted {
                         response = v;
                     }
@@ -272,9 +476,15 @@ pub(crate) fn on_retry(
             let resumed = format!("{{\"id\":{id},\"response\":{response}}}");
             match RawValue::from_string(resumed) {
                 Ok(raw) => {
-                    if peer.pending.settle_number(number, Ok(raw)) {
+                    peer.mcp.resumes().put(Resume {
+                        ticket: number,
+                        seen,
+                        token,
+                    });
+                    if peer.pending.settle_sealed(number, Ok(raw)) {
                         return Ok(());
                     }
+                    drop(peer.mcp.resumes().take(number));
                     "no call waits for it: answered, timed out or used already"
                 }
                 Err(_) => "unreadable",
@@ -283,7 +493,7 @@ pub(crate) fn on_retry(
     };
     log::debug!("executa: refused a requestState: {why}");
     let mut error = RpcError::new(codes::INVALID_PARAMS, "Invalid or expired requestState");
-    error.data = Some(serde_json::json!({ "reason": "invalid_request_state", "detail": why }));
+    error.data = Some(serde_json::json!({ "reason": "invalid_request_state" }));
     Err(error)
 }
 
@@ -294,7 +504,7 @@ mod tests {
     #[test]
     fn a_state_opens_only_as_sealed() {
         let sealer = Sealer::with_key([7; 32]);
-        let bound = binding("t", r#"{"b": 1, "a": [1, 2]}"#);
+        let bound = binding(&sealer, "t", r#"{"b": 1, "a": [1, 2]}"#);
         let state = seal_state(&sealer, 42, 1_000, &bound);
         assert_eq!(open_state(&sealer, &state), Some((42, 1_000, bound)));
         assert_eq!(open_state(&Sealer::with_key([8; 32]), &state), None);
@@ -306,12 +516,23 @@ mod tests {
 
     #[test]
     fn the_binding_reads_arguments_canonically() {
+        let s = Sealer::with_key([7; 32]);
+        let b = |name: &str, args: &str| binding(&s, name, args);
         assert_eq!(
-            binding("t", r#"{"b": 1, "a": [1, 2]}"#),
-            binding("t", r#"{"a":[1,2],"b":1}"#)
+            b("t", r#"{"b": 1, "a": [1, {"y": "\u0041", "x": 2}]}"#),
+            b("t", r#"{"a":[1,{"x":2,"y":"A"}],"b":1}"#)
         );
-        assert_ne!(binding("t", r#"{"a":1}"#), binding("t", r#"{"a":2}"#));
-        assert_ne!(binding("t", r#"{"a":1}"#), binding("u", r#"{"a":1}"#));
+        assert_ne!(b("t", r#"{"a":1}"#), b("t", r#"{"a":2}"#));
+        assert_ne!(b("t", r#"{"a":1}"#), b("u", r#"{"a":1}"#));
+        assert_ne!(b("t", r#"{"a":[1,2]}"#), b("t", r#"{"a":[2,1]}"#));
+        // Numbers as written: two that one float would hold are told apart.
+        assert_ne!(
+            b("t", r#"{"n":18446744073709551616}"#),
+            b("t", r#"{"n":18446744073709551617}"#)
+        );
+        // Under another key, another digest: the token shows no plain hash.
+        let other = Sealer::with_key([8; 32]);
+        assert_ne!(b("t", "{}"), binding(&other, "t", "{}"));
     }
 
     #[test]
@@ -321,6 +542,5 @@ mod tests {
         bind(&mut text, ["\"x\"", "sample", r#"{"a":"b"}"#]);
         assert_eq!(bound(&text), Some(("\"x\"", "sample", r#"{"a":"b"}"#)));
         assert_eq!(bound(""), None);
-        assert_eq!(Stateless::new(true, true).owed(), Owed::First);
     }
 }

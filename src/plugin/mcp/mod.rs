@@ -16,7 +16,7 @@ mod tools;
 
 pub(crate) use call::{Call, finish, progress_params, reverse_gate, tool_error};
 pub(crate) use era::{Era, MetaMemo, discover_reply, era_of, unsupported};
-pub(crate) use input::{Owed, Stateless, ask, bind, on_retry};
+pub(crate) use input::{Owed, Retried, Stateless, ask, bind, on_retry};
 
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -47,6 +47,8 @@ pub(crate) struct State {
     /// Seals the `requestState` of input requests (2026-07-28), with a key made on first
     /// use: a plugin that never asks its client reads no random bytes.
     sealer: OnceLock<seal::Sealer>,
+    /// What retries hand the calls they resume (2026-07-28).
+    resumes: input::Resumes,
 }
 
 impl State {
@@ -62,6 +64,11 @@ impl State {
     /// The process's `requestState` sealer.
     pub fn sealer(&self) -> &seal::Sealer {
         self.sealer.get_or_init(seal::Sealer::new)
+    }
+
+    /// What retries hand the calls they resume.
+    pub fn resumes(&self) -> &input::Resumes {
+        &self.resumes
     }
 
     /// Whether the session is an MCP one.

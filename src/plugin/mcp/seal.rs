@@ -92,6 +92,15 @@ impl Sealer {
     fn tag(&self, payload: &[u8]) -> [u8; 32] {
         hmac_sha256(&self.key, &[DOMAIN, payload])
     }
+
+    /// A keyed digest of `parts` under its own domain (what a sealed state binds, so the
+    /// token carries no plain hash a reader could test guesses against).
+    pub(crate) fn digest(&self, parts: &[&[u8]]) -> [u8; 32] {
+        let mut all = Vec::with_capacity(parts.len() + 1);
+        all.push(&b"executa.binding.v1\0"[..]);
+        all.extend_from_slice(parts);
+        hmac_sha256(&self.key, &all)
+    }
 }
 
 /// The per-process key: SHA-256 of every source of entropy that std provides without

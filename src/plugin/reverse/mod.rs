@@ -152,6 +152,12 @@ impl InvokeLink {
         self.mcp.as_deref()
     }
 
+    /// What `initialize` negotiated for the connection the invoke came on.
+    #[cfg(feature = "mcp")]
+    pub fn session(&self) -> &Session {
+        &self.peer.session
+    }
+
     /// Marks the invoke ended, under the usage lock that progress is sent under (see
     /// `InvokeHandle::send_progress_locked`).
     pub fn end(&self) {
@@ -424,16 +430,24 @@ impl InvokeHandle {
         kind: &str,
         data: &D,
     ) -> bool {
-        let (Some(token), Ok(data)) = (&call.progress_token, serde_json::to_value(data)) else {
+        // A 2026-07-28 call's token is its current request's: none while it waits for
+        // its client's retry (the request it came with was answered).
+        let token = match &call.stateless {
+            Some(stateless) => stateless.token(call.progress_token.as_deref()),
+            None => call.progress_token.clone(),
+        };
+        let (Some(token), Ok(data)) = (token, serde_json::to_value(data)) else {
             return false;
         };
         // The last value sent is read and advanced under the same lock as the send, so
         // two threads of one invoke never send a decreasing `progress`.
         let mut usage = self.0.usage();
         let mut last = usage.mcp_progress;
-        let params = super::mcp::progress_params(token, kind, &data, &mut last);
+        let params = super::mcp::progress_params(&token, kind, &data, &mut last);
         let mut frame = Vec::with_capacity(params.len() + 64);
         wire::write_request_raw(&mut frame, None, "notifications/progress", &params);
+        // Each in a write of its own, apart from the reply (see `Output::progress_alone`).
+        self.0.peer.out.progress_alone();
         let sent =
             frame.len() <= MAX_PROGRESS_BYTES && self.send_progress_locked(&mut usage, frame);
         if sent {
@@ -652,9 +666,15 @@ pub(crate) fn wait_for_answer(
             let _ = peer.relay.relieve();
         }
     }
-    let answer = ticket
+    let mut answer = ticket
         .answer
         .recv_timeout(wait.saturating_sub(started.elapsed()));
+    // An answer settled between the timeout and the forgetting is taken: the settling
+    // thread removed the call and is sending it now, with nothing to wait for between
+    // (the bound is only a guard).
+    if matches!(answer, Err(RecvTimeoutError::Timeout)) && !peer.pending.forget(ticket.number) {
+        answer = ticket.answer.recv_timeout(Duration::from_secs(1));
+    }
     match answer {
         Ok(Ok(result)) => Ok(result),
         Ok(Err(error)) => Err(Error::Remote(error)),

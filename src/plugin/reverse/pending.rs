@@ -53,7 +53,9 @@ pub(crate) struct Pending {
 struct Table {
     open: Option<String>,
     /// Few calls wait at once (one per blocked handler), so a vector beats a hash map.
-    waiting: Vec<(u64, AnswerSender)>,
+    /// The flag marks a sealed call (an MCP input request): the client answers it by a
+    /// retry whose sealed state names it, never by a response with its number.
+    waiting: Vec<(u64, bool, AnswerSender)>,
 }
 
 /// A registered call: its wire id and the receiver its answer arrives on. The receiver
@@ -65,9 +67,13 @@ pub(crate) struct Ticket {
 }
 
 impl Table {
-    fn take(&mut self, number: u64) -> Option<AnswerSender> {
-        let at = self.waiting.iter().position(|(k, _)| *k == number)?;
-        Some(self.waiting.swap_remove(at).1)
+    /// Removes call `number` when it is sealed or not as `sealed` says (`None`: either).
+    fn take(&mut self, number: u64, sealed: Option<bool>) -> Option<AnswerSender> {
+        let at = self
+            .waiting
+            .iter()
+            .position(|(k, s, _)| *k == number && sealed.is_none_or(|want| want == *s))?;
+        Some(self.waiting.swap_remove(at).2)
     }
 }
 
@@ -94,6 +100,17 @@ impl Pending {
 
     /// Registers a new call. Fails with the reason when the peer is already gone.
     pub fn register(&self) -> Result<Ticket, String> {
+        self.enter(false)
+    }
+
+    /// Registers a sealed call: an MCP input request, answered only through
+    /// [`Pending::settle_sealed`] (a response with its id is not its answer).
+    #[cfg(feature = "mcp")]
+    pub fn register_sealed(&self) -> Result<Ticket, String> {
+        self.enter(true)
+    }
+
+    fn enter(&self, sealed: bool) -> Result<Ticket, String> {
         let number = self.next.fetch_add(1, Ordering::Relaxed);
         let text = format!("\"{}{number}\"", self.prefix);
         let wire_id = RawValue::from_string(text).map_err(|e| e.to_string())?;
@@ -102,7 +119,7 @@ impl Pending {
         if let Some(why) = &table.open {
             return Err(why.clone());
         }
-        table.waiting.push((number, tx));
+        table.waiting.push((number, sealed, tx));
         self.counted(&table);
         drop(table);
         if let Some(wake) = &self.wake {
@@ -128,10 +145,12 @@ impl Pending {
     }
 
     /// Forgets a call whose waiter gave up (timeout); a late answer is then dropped.
-    pub fn forget(&self, number: u64) {
+    /// Returns `false` when it was settled already (its answer is in its mailbox).
+    pub fn forget(&self, number: u64) -> bool {
         let mut table = self.lock();
-        table.take(number);
+        let taken = table.take(number, None).is_some();
         self.counted(&table);
+        taken
     }
 
     /// Delivers an answer. Returns `false` (after logging) when the id is not ours or was
@@ -144,7 +163,7 @@ impl Pending {
             return false;
         };
         let mut table = self.lock();
-        let taken = table.take(number);
+        let taken = table.take(number, Some(false));
         self.counted(&table);
         drop(table);
         let Some(tx) = taken else {
@@ -161,21 +180,25 @@ impl Pending {
         true
     }
 
-    /// Delivers an answer to call `number` (a 2026-07-28 retry names it in its sealed
-    /// state, not by id). Returns `false` when no such call waits. Never blocks.
+    /// Delivers an answer to sealed call `number` (a 2026-07-28 retry names it in its
+    /// sealed state, not by id). Returns `false` when no such call waits. Never blocks.
     #[cfg(feature = "mcp")]
-    pub fn settle_number(&self, number: u64, answer: Answer) -> bool {
+    pub fn settle_sealed(&self, number: u64, answer: Answer) -> bool {
         let mut table = self.lock();
-        let taken = table.take(number);
+        let taken = table.take(number, Some(true));
         self.counted(&table);
         drop(table);
         taken.map(|tx| tx.send(answer)).is_some()
     }
 
-    /// Whether `id` names a call that is still waiting.
+    /// Whether `id` names a call that is still waiting for a response (not a sealed one).
     pub fn is_waiting(&self, id: &RawValue) -> bool {
-        self.parse_id(id)
-            .is_some_and(|n| self.lock().waiting.iter().any(|(k, _)| *k == n))
+        self.parse_id(id).is_some_and(|n| {
+            self.lock()
+                .waiting
+                .iter()
+                .any(|(k, sealed, _)| *k == n && !sealed)
+        })
     }
 
     /// Fails every waiting call at once and refuses new ones, with `why`.
@@ -229,6 +252,22 @@ mod tests {
 
     fn raw(s: &str) -> Box<RawValue> {
         RawValue::from_string(s.to_owned()).unwrap()
+    }
+
+    #[cfg(feature = "mcp")]
+    #[test]
+    fn a_sealed_call_is_settled_only_as_sealed() {
+        let p = Pending::new("ex-", None, None);
+        let sealed = p.register_sealed().unwrap();
+        let open = p.register().unwrap();
+        assert!(!p.is_waiting(&sealed.wire_id), "not waiting for a response");
+        assert!(!p.settle(&sealed.wire_id, Ok(raw("1"))), "a response is not its answer");
+        assert!(!p.settle_sealed(open.number, Ok(raw("1"))), "nor is a retry another's");
+        assert!(p.settle_sealed(sealed.number, Ok(raw("2"))));
+        assert_eq!(sealed.answer.recv_timeout(WAIT).unwrap().unwrap().get(), "2");
+        assert!(!p.settle_sealed(sealed.number, Ok(raw("3"))), "once");
+        assert!(p.forget(open.number));
+        assert!(!p.forget(open.number), "forgotten already");
     }
 
     #[test]
