@@ -46,8 +46,10 @@
 //! `quote`, build time for every plugin); `macro_rules!` costs nothing to compile and keeps
 //! the crate's dependency list as it is. What it cannot see (serde attributes such as
 //! `rename`) it does not accept on fields, so the names it publishes are the names serde
-//! reads. Struct-level attributes pass through: `#[serde(deny_unknown_fields)]` makes an
-//! unknown argument key a -32602 error.
+//! reads; the compile error says what to write instead. Struct-level attributes pass
+//! through: `#[serde(deny_unknown_fields)]` makes an unknown argument key a -32602 error.
+//! A field without a doc comment is published with an empty description, which the
+//! plugin's start-up check and `executa check` warn about.
 
 use serde::Serialize;
 use serde_json::{Map, Value};
@@ -71,12 +73,18 @@ pub trait Args {
 /// A Rust type that maps to a parameter type: strings, numbers, booleans, `Option<T>`
 /// (optional), `Vec<T>` (an array with item type), [`args!`](crate::args!) structs (objects with
 /// properties) and enums (strings with an `enum` list).
+// Said for every type the field may have, a map as well as the author's own struct: a
+// diagnostic attribute cannot pick its note by type.
 #[diagnostic::on_unimplemented(
     message = "`{Self}` cannot be the type of an `args!` field: it has no parameter schema",
-    label = "a plain serde type, not declared with `executa::args!`",
-    note = "declare `{Self}` inside the same `executa::args! {{ ... }}` block (a struct with \
-            doc-commented fields, or a string enum `enum Speed {{ Normal = \"normal\" }}`) \
-            instead of `#[derive(Deserialize)]`; a free-form object is `serde_json::Map<String, Value>`"
+    label = "no parameter schema for this type",
+    note = "a field's type is a string, a number, `bool`, `Option<T>`, `Vec<T>`, a type \
+            declared in an `executa::args! {{ ... }}` block, or \
+            `serde_json::Map<String, serde_json::Value>`: a free-form object, in place of a \
+            `HashMap` or a `BTreeMap`",
+    note = "a struct or enum of your own goes inside the `executa::args! {{ ... }}` block \
+            instead of `#[derive(Deserialize)]`: a struct with doc-commented fields, or a \
+            string enum `enum Speed {{ Normal = \"normal\" }}`"
 )]
 pub trait ParamSchema {
     /// Whether the field may be left out (true for `Option`).
@@ -314,7 +322,8 @@ fn shown(v: &Option<Value>) -> String {
 pub mod __private {
     use super::*;
 
-    /// One field's parameter.
+    /// One field's parameter. `name` is the field as written: a raw identifier
+    /// (`r#type`) is published as serde reads it (`type`).
     pub fn field<T: ParamSchema>(name: &str, docs: &[&str], default: Option<Value>) -> Param {
         build(name, docs, default, T::describe, T::OPTIONAL)
     }
@@ -334,6 +343,7 @@ pub mod __private {
             }
             description.push_str(line);
         }
+        let name = name.strip_prefix("r#").unwrap_or(name);
         let mut p = Param::new(name, ParamType::String, description);
         describe(&mut p);
         p.required = !optional && default.is_none();
@@ -394,9 +404,11 @@ pub mod __private {
 /// `Variant = "wire"` pairs gets `Deserialize` and `Serialize` and an `enum` list. A
 /// field's doc comment is its description; `Option<T>` makes it optional; `= value` gives
 /// it a default, published in the manifest and filled in before the handler's arguments
-/// are deserialized. Fields take doc comments only; struct attributes pass through (a
-/// result type for [`Tool::returns`](crate::Tool::returns) adds
-/// `#[derive(serde::Serialize)]`). See the [module docs](mod@crate::args) for an example.
+/// are deserialized. A field is published under its own name (`r#type` as `type`).
+/// Fields take doc comments only; struct attributes pass through (a result type for
+/// [`Tool::returns`](crate::Tool::returns) adds `#[derive(serde::Serialize)]`). A mistake
+/// (a field attribute, a variant without its wire string) is a compile error naming the
+/// fix. See the [module docs](mod@crate::args) for an example.
 #[macro_export]
 macro_rules! args {
     () => {};
@@ -457,6 +469,50 @@ macro_rules! args {
 
         $crate::args! { $($rest)* }
     };
+    // The mistakes. Each arm below takes what the two above refuse, says what is wrong and
+    // how to fix it, and still declares the type (without what it refused), so that the
+    // author reads that message and not one more for each use of the type.
+    (
+        $(#[$meta:meta])*
+        $vis:vis struct $name:ident {
+            $(
+                $(#[$($fattr:tt)*])*
+                $fvis:vis $field:ident : $ty:ty $(= $default:expr)?
+            ),* $(,)?
+        }
+        $($rest:tt)*
+    ) => {
+        $( $( $crate::__args_field_attr! { $name $field [$($fattr)*] } )* )*
+
+        #[derive(::serde::Deserialize)]
+        $(#[$meta])*
+        $vis struct $name {
+            $( $fvis $field: $ty, )*
+        }
+
+        impl $crate::Args for $name {
+            fn params() -> ::std::vec::Vec<$crate::Param> {
+                ::std::vec::Vec::new()
+            }
+        }
+
+        impl $crate::ParamSchema for $name {
+            fn describe(p: &mut $crate::Param) {
+                $crate::args::__private::object::<Self>(p)
+            }
+        }
+
+        $crate::args! { $($rest)* }
+    };
+    (
+        $(#[$meta:meta])*
+        $vis:vis enum $name:ident { $($body:tt)* }
+        $($rest:tt)*
+    ) => {
+        $crate::__args_variants! { $name [$(#[$meta])* $vis enum $name] [] $($body)* }
+
+        $crate::args! { $($rest)* }
+    };
 }
 
 /// A field's default for [`args!`](crate::args!): `None`, or the value as JSON.
@@ -468,6 +524,113 @@ macro_rules! __args_default {
     };
     ($ty:ty, $default:expr) => {
         ::std::option::Option::Some($crate::args::__private::default_value::<$ty>($default))
+    };
+}
+
+/// Says why an attribute of an [`args!`](crate::args!) field is refused, and the fix.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __args_field_attr {
+    ($name:ident $field:ident [doc = $doc:literal]) => {};
+    ($name:ident $field:ident [serde (rename = $wire:literal $($more:tt)*)]) => {
+        ::std::compile_error!(::std::concat!(
+            "`args!` field `", ::std::stringify!($name), ".", ::std::stringify!($field),
+            "`: `#[serde(rename)]` is not accepted: the manifest publishes the field's own \
+             name, so serde must read that name: name the field `", $wire, "` (with \
+             `#[allow(non_snake_case)]` on the struct for a camelCase name; a keyword as \
+             `r#type`), or declare the type with `#[derive(Deserialize)]` and list its \
+             parameters with `Tool::new(...).param(...)`"
+        ));
+    };
+    ($name:ident $field:ident [serde (default $($more:tt)*)]) => {
+        ::std::compile_error!(::std::concat!(
+            "`args!` field `", ::std::stringify!($name), ".", ::std::stringify!($field),
+            "`: `#[serde(default)]` is not accepted: write the default after the type, `",
+            ::std::stringify!($field), ": T = value`, so that the manifest publishes it, or \
+             make the field an `Option<T>`"
+        ));
+    };
+    ($name:ident $field:ident [serde $($more:tt)*]) => {
+        ::std::compile_error!(::std::concat!(
+            "`args!` field `", ::std::stringify!($name), ".", ::std::stringify!($field),
+            "`: `#[serde", ::std::stringify!($($more)*), "]` is not accepted: the manifest \
+             could not show what it changes: remove it, or declare the type with \
+             `#[derive(Deserialize)]` and list its parameters with `Tool::new(...).param(...)`"
+        ));
+    };
+    ($name:ident $field:ident [$($attr:tt)*]) => {
+        ::std::compile_error!(::std::concat!(
+            "`args!` field `", ::std::stringify!($name), ".", ::std::stringify!($field),
+            "`: `#[", ::std::stringify!($($attr)*), "]` is not accepted: fields take only \
+             `///` doc comments (the parameter's description); attributes on the struct \
+             pass through to it"
+        ));
+    };
+}
+
+/// Walks the variants of an [`args!`](crate::args!) enum that the macro refused, naming
+/// each one that is not `Variant = "wire"`, then declares the enum with the variants that
+/// are.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __args_variants {
+    ($name:ident [$($head:tt)*] [$($done:ident)*]) => {
+        #[derive(::serde::Deserialize, ::serde::Serialize)]
+        $($head)* { $($done,)* }
+
+        impl $crate::ParamSchema for $name {
+            fn describe(p: &mut $crate::Param) {
+                $crate::args::__private::string_enum(p, &[])
+            }
+        }
+    };
+    (
+        $name:ident [$($head:tt)*] [$($done:ident)*]
+        $(#[doc = $doc:literal])* $variant:ident = $wire:literal $(, $($rest:tt)*)?
+    ) => {
+        $crate::__args_variants! { $name [$($head)*] [$($done)* $variant] $($($rest)*)? }
+    };
+    (
+        $name:ident [$($head:tt)*] [$($done:ident)*]
+        $(#[doc = $doc:literal])* $variant:ident $data:tt $(, $($rest:tt)*)?
+    ) => {
+        ::std::compile_error!(::std::concat!(
+            "`args!` enum `", ::std::stringify!($name), "`: variant `",
+            ::std::stringify!($variant), "` carries data: an `args!` enum is a string enum \
+             (`Variant = \"wire\"`); put the data in a field of an `args!` struct"
+        ));
+        $crate::__args_variants! { $name [$($head)*] [$($done)*] $($($rest)*)? }
+    };
+    (
+        $name:ident [$($head:tt)*] [$($done:ident)*]
+        $(#[doc = $doc:literal])* $variant:ident $(, $($rest:tt)*)?
+    ) => {
+        ::std::compile_error!(::std::concat!(
+            "`args!` enum `", ::std::stringify!($name), "`: variant `",
+            ::std::stringify!($variant), "` has no wire string: write `",
+            ::std::stringify!($variant), " = \"...\"` with the string the model sends (the \
+             manifest lists it in the parameter's `enum`)"
+        ));
+        $crate::__args_variants! { $name [$($head)*] [$($done)* $variant] $($($rest)*)? }
+    };
+    ($name:ident [$($head:tt)*] [$($done:ident)*] #[doc = $doc:literal] $($rest:tt)*) => {
+        $crate::__args_variants! { $name [$($head)*] [$($done)*] $($rest)* }
+    };
+    ($name:ident [$($head:tt)*] [$($done:ident)*] #[$($attr:tt)*] $($rest:tt)*) => {
+        ::std::compile_error!(::std::concat!(
+            "`args!` enum `", ::std::stringify!($name), "`: `#[",
+            ::std::stringify!($($attr)*), "]` is not accepted on a variant: variants take \
+             only `///` doc comments and their wire string, `Variant = \"wire\"`"
+        ));
+        $crate::__args_variants! { $name [$($head)*] [$($done)*] $($rest)* }
+    };
+    ($name:ident [$($head:tt)*] [$($done:ident)*] $($other:tt)+) => {
+        ::std::compile_error!(::std::concat!(
+            "`args!` enum `", ::std::stringify!($name), "`: expected variants of the form \
+             `Variant = \"wire\"`, separated by commas, at `", ::std::stringify!($($other)+),
+            "`"
+        ));
+        $crate::__args_variants! { $name [$($head)*] [$($done)*] }
     };
 }
 
@@ -518,6 +681,25 @@ mod tests {
                 {"name": "score", "type": "number", "description": "Score", "required": true}
             ])
         );
+    }
+
+    crate::args! {
+        /// A keyword as a field name.
+        struct Raw {
+            /// The kind
+            r#type: String,
+        }
+    }
+
+    #[test]
+    fn a_raw_field_name_is_published_as_serde_reads_it() {
+        let params = Raw::params();
+        assert_eq!(params[0].name, "type");
+        let raw: Raw = match serde_json::from_value(json!({"type": "a"})) {
+            Ok(r) => r,
+            Err(e) => panic!("{e}"),
+        };
+        assert_eq!(raw.r#type, "a");
     }
 
     #[test]

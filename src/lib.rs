@@ -72,6 +72,7 @@ pub use error::{Error, Result, RpcError};
 pub use id::Id;
 pub use logger::{LOG_ENV, init_logger};
 pub use manifest::{CredentialSpec, Manifest, Param, ParamType, ToolSpec};
+pub use plugin::Served;
 pub use plugin::reverse::sampling::{
     CreateMessage, ResponseFormat, SamplingMessage, SamplingResult,
 };

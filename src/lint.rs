@@ -314,11 +314,46 @@ fn lint_parameters(l: &mut Lint, tool: &str, t: &Map<String, Value>) {
         if p.get("enum").is_some_and(|e| !e.is_array()) {
             found(Severity::Error, ": `enum` must be a list");
         }
-        if p.get("description")
-            .and_then(Value::as_str)
-            .is_none_or(|d| d.trim().is_empty())
-        {
-            found(Severity::Warning, " has no `description`");
+        if undescribed(p) {
+            found(Severity::Warning, UNDESCRIBED);
+        }
+        lint_nested_descriptions(l, tool, pname, p);
+    }
+}
+
+/// What follows `parameter "path"` in the warning about a missing description, with the
+/// fix: `args!` publishes a field without a doc comment as `"description": ""`.
+const UNDESCRIBED: &str = " has no `description` (the model reads it to fill the argument \
+                           in): add a `///` doc comment to the field, or give its `Param` one \
+                           (`Param::string(name, description)`)";
+
+fn undescribed(p: &Map<String, Value>) -> bool {
+    p.get("description")
+        .and_then(Value::as_str)
+        .is_none_or(|d| d.trim().is_empty())
+}
+
+/// Warns about each parameter below `p` without a description: the properties of an
+/// object (`path.name`) and of an array's object items (`path[].name`), at every depth.
+/// Only descriptions: the platform reads the nested lists, so their types are left to it.
+fn lint_nested_descriptions(l: &mut Lint, tool: &str, path: &str, p: &Map<String, Value>) {
+    let items = p.get("items").and_then(|i| i.get("properties"));
+    for (props, sep) in [(p.get("properties"), "."), (items, "[].")] {
+        let Some(Value::Array(props)) = props else {
+            continue;
+        };
+        for q in props.iter().filter_map(Value::as_object) {
+            let Some(name) = q.get("name").and_then(Value::as_str) else {
+                continue;
+            };
+            let path = format!("{path}{sep}{name}");
+            if undescribed(q) {
+                l.warn(
+                    Area::Parameters,
+                    format!("tool {tool:?}: parameter {path:?}{UNDESCRIBED}"),
+                );
+            }
+            lint_nested_descriptions(l, tool, &path, q);
         }
     }
 }
@@ -547,10 +582,52 @@ mod tests {
                 error("tool \"echo\": parameter \"a\": `enum` must be a list"),
                 (
                     Severity::Warning,
-                    "tool \"echo\": parameter \"a\" has no `description`".to_owned()
+                    format!("tool \"echo\": parameter \"a\"{UNDESCRIBED}")
                 ),
                 error("tool \"echo\": parameter \"a\" is declared twice"),
                 error("tool \"echo\": parameter \"a\" has no `type`"),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_parameter_without_a_description_is_warned_at_every_depth() {
+        let mut m = good();
+        m["tools"][0]["parameters"] = json!([
+            {"name": "address", "type": "object", "description": "Where",
+             "properties": [
+                {"name": "city", "type": "string", "description": ""},
+                {"name": "geo", "type": "object", "description": "Position",
+                 "properties": [{"name": "lat", "type": "number"}]}
+             ]},
+            {"name": "lines", "type": "array", "description": "  ",
+             "items": {"type": "object", "properties": [
+                {"name": "sku", "type": "string", "description": "Article"},
+                {"name": "qty", "type": "integer", "description": ""}
+             ]}}
+        ]);
+        let found: Vec<(Area, Severity, String)> = lint_manifest(&m)
+            .into_iter()
+            .map(|f| (f.area, f.severity, f.message))
+            .collect();
+        let warning = |path: &str| {
+            (
+                Area::Parameters,
+                Severity::Warning,
+                format!(
+                    "tool \"echo\": parameter \"{path}\" has no `description` (the model reads \
+                     it to fill the argument in): add a `///` doc comment to the field, or give \
+                     its `Param` one (`Param::string(name, description)`)"
+                ),
+            )
+        };
+        assert_eq!(
+            found,
+            [
+                warning("address.city"),
+                warning("address.geo.lat"),
+                warning("lines"),
+                warning("lines[].qty"),
             ]
         );
     }

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::{Receiver, SendTimeoutError, Sender, TrySendError, bounded};
+use crossbeam_channel::{Receiver, SendTimeoutError, Sender, bounded};
 
 /// Frames the outgoing queue holds: enough run-ahead that a burst of replies is written
 /// with one `write(2)`.
@@ -20,6 +20,14 @@ pub(crate) const OUT_BYTES: usize = 64 * 1024 * 1024;
 pub(crate) enum Out {
     /// One complete frame, ending in `\n`.
     Frame(Vec<u8>),
+    /// A frame that must reach the peer in a `write(2)` of its own, apart from the frames
+    /// around it: an MCP progress notification (see `plugin/output.rs`). Only the plugin's
+    /// output sends it; the host's writer never receives one.
+    // Boxed so that `Out` stays the size of a `Vec` (24 bytes, not 32: two unboxed `Vec`
+    // variants need a tag) for every frame of the hot path; the extra allocation is paid
+    // by MCP progress alone.
+    #[allow(clippy::box_collection)]
+    Alone(Box<Vec<u8>>),
     /// Flush and stop.
     Close,
 }
@@ -97,11 +105,13 @@ impl Outbox {
     /// Queues a frame without blocking. Returns `false` when the queue is full (by frames or
     /// bytes) or the writer has stopped; the caller decides what a dropped frame means.
     pub fn try_send(&self, frame: Vec<u8>) -> bool {
-        self.try_queue(frame).is_ok()
+        self.try_send_as(frame, Out::Frame)
     }
 
     /// As [`Outbox::try_send`], handing the frame back when it was not queued.
+    #[cfg(feature = "host")]
     pub fn try_queue(&self, frame: Vec<u8>) -> Result<(), Vec<u8>> {
+        use crossbeam_channel::TrySendError;
         let len = frame.len();
         if !self.reserve(len) {
             return Err(frame);
@@ -112,11 +122,30 @@ impl Outbox {
                 self.queued_bytes.fetch_sub(len, Ordering::SeqCst);
                 match out {
                     Out::Frame(frame) => Err(frame),
-                    // Never: only frames are sent here.
-                    Out::Close => Err(Vec::new()),
+                    // Never: only plain frames are sent here.
+                    Out::Alone(_) | Out::Close => Err(Vec::new()),
                 }
             }
         }
+    }
+
+    /// As [`Outbox::try_send`], for a frame the writer must write alone ([`Out::Alone`]).
+    pub fn try_send_alone(&self, frame: Vec<u8>) -> bool {
+        self.try_send_as(frame, |frame| Out::Alone(Box::new(frame)))
+    }
+
+    // Inlined into both callers: `try_send` is the path of every progress event.
+    #[inline(always)]
+    fn try_send_as(&self, frame: Vec<u8>, wrap: impl FnOnce(Vec<u8>) -> Out) -> bool {
+        let len = frame.len();
+        if !self.reserve(len) {
+            return false;
+        }
+        let queued = self.tx.try_send(wrap(frame)).is_ok();
+        if !queued {
+            self.queued_bytes.fetch_sub(len, Ordering::SeqCst);
+        }
+        queued
     }
 
     /// Whether nothing is queued or in the writer's hands (a frame counts until written).
@@ -186,6 +215,11 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_frame_is_the_size_of_a_vec() {
+        assert_eq!(size_of::<Out>(), size_of::<Vec<u8>>());
+    }
+
+    #[test]
     fn the_byte_budget_refuses_only_when_something_is_queued() {
         let (out, inbox) = channel();
         assert!(
@@ -204,5 +238,19 @@ mod tests {
         inbox.written(frame.len());
         assert!(out.is_idle(), "written: nothing counts as queued");
         assert!(out.try_send(vec![b'y'; 10]), "room again");
+    }
+
+    #[test]
+    fn a_frame_to_write_alone_is_queued_as_one_within_the_same_budget() {
+        let (out, inbox) = channel_with(1);
+        assert!(out.try_send_alone(b"p\n".to_vec()));
+        assert!(!out.try_send_alone(b"q\n".to_vec()), "the queue is full");
+        let Some(Out::Alone(frame)) = inbox.try_recv() else {
+            panic!("queued as a frame to write alone");
+        };
+        assert_eq!(*frame, b"p\n");
+        assert!(!out.is_idle(), "in the writer's hands until written");
+        inbox.written(frame.len());
+        assert!(out.is_idle());
     }
 }

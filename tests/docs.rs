@@ -26,7 +26,10 @@ fn pages() -> Vec<String> {
 #[test]
 fn the_readme_is_a_front_page() {
     let lines = read("README.md").lines().count();
-    assert!(lines <= 300, "README.md has {lines} lines; move detail into docs/");
+    assert!(
+        lines <= 300,
+        "README.md has {lines} lines; move detail into docs/"
+    );
 }
 
 #[test]
@@ -34,7 +37,10 @@ fn every_guide_page_is_compiled_as_doctests() {
     let lib = read("src/lib.rs");
     for page in pages() {
         let listed = format!("= \"{page}\"");
-        assert!(lib.contains(&listed), "docs/{page} is not in src/lib.rs's `guide` list");
+        assert!(
+            lib.contains(&listed),
+            "docs/{page} is not in src/lib.rs's `guide` list"
+        );
     }
 }
 

@@ -179,6 +179,27 @@ fn a_plugin_that_never_answers_initialize_fails_with_the_stall() {
 }
 
 #[test]
+fn a_parameter_without_a_description_is_a_warning_naming_its_path_and_the_fix() {
+    let r = check(py("undescribed_params.py", &[]));
+    assert!(r.passed(), "{}", render(&r));
+    let line = r.line("parameters").unwrap();
+    assert_eq!(line.outcome, Outcome::Warn, "{}", render(&r));
+    let fix = "has no `description` (the model reads it to fill the argument in): add a `///` \
+               doc comment to the field, or give its `Param` one (`Param::string(name, description)`)";
+    let expected: Vec<String> = ["address.city", "lines[].qty", "note"]
+        .iter()
+        .map(|path| format!("tool \"order\": parameter \"{path}\" {fix}"))
+        .collect();
+    assert_eq!(line.detail, expected.join("; "), "{}", render(&r));
+    assert_eq!(
+        r.count(Outcome::Warn),
+        1,
+        "only the parameters warn\n{}",
+        render(&r)
+    );
+}
+
+#[test]
 fn a_v1_plugin_answering_32601_is_reported_as_such_and_passes() {
     let r = check::run(&py("flawed.py", &["init_not_found"]), &options());
     let line = r.line("initialize").unwrap();

@@ -1,11 +1,13 @@
-//! The `executa` binary: help, check, describe, call and bench against the Python plugins.
+//! The `executa` binary: help, check, describe, call and bench against the Python plugins
+//! and the crate's examples; a plugin started by hand in a terminal.
 // The tests marked `#[cfg(unix)]` drive Python fixtures, which a Windows test process under
 // Wine cannot start; what they leave unused there is allowed.
 #![cfg_attr(not(unix), allow(unused_imports, dead_code))]
 
+mod common;
 mod host_common;
 
-use std::process::{Command, Output};
+use std::process::{Command, Output, Stdio};
 
 use host_common::fixture;
 use serde_json::Value;
@@ -487,4 +489,205 @@ fn progress_is_printed_a_few_lines_a_second_then_counted() {
         .sum();
     assert!(shown <= 4 * seconds, "{shown} lines in {seconds} s: {err}");
     assert_eq!(shown + counted, 60, "{err}");
+}
+
+/// `executa call ARGS -- <the example plugin>`, with patient start-up windows.
+fn call_example(args: &[&str], example: &str) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_executa"))
+        .arg("call")
+        .args(args)
+        .args(PATIENT)
+        .arg("--")
+        .arg(common::example_bin(example))
+        .output()
+        .expect("run executa")
+}
+
+/// The milliseconds of a timing line, `invoke <32 hex digits> took <ms> ms`.
+fn timing_ms(line: &str) -> Option<f64> {
+    let (id, rest) = line.strip_prefix("invoke ")?.split_once(" took ")?;
+    let ms = rest.strip_suffix(" ms")?.parse().ok()?;
+    (id.len() == 32 && id.bytes().all(|b| b.is_ascii_hexdigit())).then_some(ms)
+}
+
+/// The milliseconds `executa call` says the invoke took: it says so once, as the last
+/// line of its stderr, whatever the outcome.
+fn timed(what: &str, o: &Output) -> f64 {
+    let err = stderr(o);
+    let lines = err.lines().filter(|l| timing_ms(l).is_some()).count();
+    assert_eq!(lines, 1, "{what}: {lines} timing lines: {}", tail(&err));
+    err.lines()
+        .last()
+        .and_then(timing_ms)
+        .unwrap_or_else(|| panic!("{what}: the timing is not the last line: {}", tail(&err)))
+}
+
+/// `executa call` prints the invoke's timing on every outcome, as it does on success: a
+/// tool's failure, an unknown tool (a JSON-RPC error), a timeout (issue 37, item 6: only
+/// a result was timed).
+#[test]
+fn call_prints_its_timing_on_every_outcome() {
+    let mut protocols = vec!["executa"];
+    if cfg!(feature = "mcp") {
+        protocols.push("mcp");
+    }
+    for protocol in protocols {
+        for (tool, args, code) in [
+            ("echo", r#"{"a":1}"#, 0),
+            ("fail", r#"{"message":"boom"}"#, 1),
+            ("no_such_tool", "{}", 1),
+        ] {
+            let o = call_example(
+                &["--quiet", "--protocol", protocol, "--args", args, tool],
+                "everything",
+            );
+            let what = format!("{protocol} {tool}");
+            assert_eq!(o.status.code(), Some(code), "{what}: {}", stderr(&o));
+            let r: Value = serde_json::from_slice(&o.stdout).expect("a result on stdout");
+            assert_eq!(r["success"], code == 0, "{what}: {r}");
+            timed(&what, &o);
+        }
+    }
+    // No result at all: the time waited is what the timing says.
+    let o = call_example(
+        &[
+            "--quiet",
+            "--protocol",
+            "executa",
+            "--timeout",
+            "5",
+            "--args",
+            r#"{"ms":120000}"#,
+            "sleep",
+        ],
+        "everything",
+    );
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(stderr(&o).contains("timed out"), "{}", stderr(&o));
+    assert!(o.stdout.is_empty(), "{}", stdout(&o));
+    let ms = timed("a timeout", &o);
+    assert!(ms >= 5000.0, "a 5 s timeout took {ms} ms");
+}
+
+/// As above, for the outcomes a well-behaved plugin never has: it exits in the middle of
+/// the invoke, or answers what is not a result.
+#[test]
+#[cfg(unix)] // drives Python fixtures
+fn call_prints_its_timing_when_the_plugin_exits_or_breaks_the_protocol() {
+    for (plugin, tool, says) in [
+        ("crash_mid_invoke.py", "work", "exited unexpectedly"),
+        ("tools_plugin.py", "bare", "no boolean `success`"),
+    ] {
+        let o = executa(&["call", "--quiet", tool], &[plugin]);
+        assert_eq!(o.status.code(), Some(1), "{plugin}: {}", stderr(&o));
+        assert!(stderr(&o).contains(says), "{plugin}: {}", stderr(&o));
+        timed(plugin, &o);
+    }
+}
+
+/// `executa call` prints one envelope, `{success, data}` or `{success:false, error}`, over
+/// both protocols: an MCP server's `tools/call` result is read into it as the host library
+/// reads it, in both eras of MCP; `--raw` prints that result as it came (issue 37, item 6:
+/// MCP printed the raw result, another shape for scripts to read).
+#[test]
+#[cfg(feature = "mcp")] // the example serves MCP
+fn call_prints_one_envelope_for_both_protocols() {
+    let json = |o: &Output| -> Value {
+        serde_json::from_slice(&o.stdout)
+            .unwrap_or_else(|e| panic!("{e}: {}{}", stdout(o), stderr(o)))
+    };
+    for (tool, args) in [
+        ("echo", r#"{"a":1,"nested":{"b":[1,"two",null]}}"#),
+        ("stats", r#"{"numbers":[1,2.5]}"#),
+        ("fail", r#"{"message":"boom"}"#),
+    ] {
+        let executa = call_example(
+            &["--quiet", "--protocol", "executa", "--args", args, tool],
+            "everything",
+        );
+        let envelope = json(&executa);
+        assert!(envelope["success"].is_boolean(), "{envelope}");
+        for era in ["legacy", "2026-07-28"] {
+            let mcp = call_example(
+                &[
+                    "--quiet",
+                    "--protocol",
+                    "mcp",
+                    "--mcp-version",
+                    era,
+                    "--args",
+                    args,
+                    tool,
+                ],
+                "everything",
+            );
+            assert_eq!(json(&mcp), envelope, "{tool} over MCP ({era})");
+            assert_eq!(mcp.status.code(), executa.status.code(), "{tool} ({era})");
+        }
+    }
+    let raw = call_example(
+        &[
+            "--quiet",
+            "--protocol",
+            "mcp",
+            "--raw",
+            "--args",
+            r#"{"a":1}"#,
+            "echo",
+        ],
+        "everything",
+    );
+    assert!(raw.status.success(), "{}", stderr(&raw));
+    let result = json(&raw);
+    assert_eq!(result["structuredContent"], serde_json::json!({"a": 1}));
+    assert!(result["content"].is_array() && result.get("success").is_none());
+    let help = stdout(&executa(&["help", "call"], &[]));
+    assert!(help.contains("--raw"), "{help}");
+}
+
+/// A plugin started by hand, its stdin a terminal, says on stderr what it is and what it
+/// waits for; stdout, the protocol's, stays empty. Started by a host (stdin a pipe), it
+/// says nothing (issue 37, item 6: it waited silently).
+#[test]
+#[cfg(unix)] // a pseudo-terminal, from Python's `pty`
+fn a_plugin_on_a_terminal_says_what_it_waits_for() {
+    let hello = common::example_bin("hello");
+    let pty_stdin = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/pty_stdin.py");
+    for guard in ["1", "0"] {
+        let o = Command::new("python3")
+            .arg(pty_stdin)
+            .arg(&hello)
+            .env("EXECUTA_STDOUT_GUARD", guard)
+            .output()
+            .expect("run python3");
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(0), "guard {guard}: {err}");
+        assert!(o.stdout.is_empty(), "guard {guard}: {}", stdout(&o));
+        let notice: Vec<&str> = err.lines().filter(|l| l.starts_with("executa: ")).collect();
+        assert!((1..=2).contains(&notice.len()), "guard {guard}: {err}");
+        let notice = notice.join("\n");
+        for want in [
+            "hello 0.1.0",
+            "Executa plugin",
+            "JSON-RPC",
+            "stdin",
+            "executa call",
+        ] {
+            assert!(
+                notice.contains(want),
+                "guard {guard}: no {want:?} in {notice}"
+            );
+        }
+        assert_eq!(notice.contains("MCP"), cfg!(feature = "mcp"), "{notice}");
+    }
+    let mut child = Command::new(&hello)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start hello");
+    drop(child.stdin.take());
+    let o = child.wait_with_output().expect("hello's output");
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(o.stdout.is_empty() && o.stderr.is_empty(), "{}", stderr(&o));
 }

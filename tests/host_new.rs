@@ -1,10 +1,14 @@
 //! `executa new`: the generated crate builds, passes its own `cargo test` and `executa
-//! check` with no FAIL, as generated. Slow (it compiles a crate and its dependencies), so
-//! it is the one test doing so, and the generated crate shares one target directory under
-//! this repository's, where its dependencies compile once.
+//! check` with no FAIL, as generated, following the README's quickstart literally (no
+//! `--executa-path`: the crate is not on crates.io, so the `executa` built from this tree
+//! must depend on this tree). Slow (it compiles a crate and its dependencies), so the
+//! generated crates share one target directory under this repository's, where their
+//! dependencies compile once.
+
+mod bounded;
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Output};
 
 fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -20,10 +24,7 @@ fn shared_target() -> PathBuf {
 }
 
 fn run(cmd: &mut Command) -> Output {
-    let out = cmd
-        .stdin(Stdio::null())
-        .output()
-        .unwrap_or_else(|e| panic!("run {cmd:?}: {e}"));
+    let out = bounded::output(cmd);
     assert!(
         out.status.success(),
         "{cmd:?} failed ({}):\n{}\n{}",
@@ -45,18 +46,33 @@ fn cargo(dir: &Path, args: &[&str]) -> Output {
         .env_remove("CARGO_BUILD_TARGET"))
 }
 
+/// `path = "..."` naming this tree as a TOML string, the way `executa new` writes it.
+fn this_tree_dependency() -> String {
+    let escaped = env!("CARGO_MANIFEST_DIR")
+        .replace('\\', "\\\\")
+        .replace('"', "\\\"");
+    format!("executa = {{ path = \"{escaped}\", features = [\"host\"] }}")
+}
+
+/// The quickstart as the README gives it: `executa new demo`, no `--executa-path`, with
+/// the `executa` built from this tree. The crate depends on this tree by path (it is not
+/// on crates.io) and stderr says so; its `cargo test` passes and `executa check` is clean.
 #[test]
 fn a_new_crate_builds_passes_its_tests_and_checks_clean() {
     let parent = std::env::temp_dir().join(format!("executa-new-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&parent);
     std::fs::create_dir_all(&parent).expect("a scratch directory");
     let executa = env!("CARGO_BIN_EXE_executa");
-    let repo = repo();
-    run(Command::new(executa)
-        .args(["new", "demo", "--executa-path"])
-        .arg(&repo)
-        .arg("--dir")
+    let created = run(Command::new(executa)
+        .args(["new", "demo", "--dir"])
         .arg(&parent));
+    let said = String::from_utf8_lossy(&created.stderr);
+    assert!(
+        said.contains("depends on executa by path")
+            && said.contains(env!("CARGO_MANIFEST_DIR"))
+            && said.contains("built from"),
+        "stderr does not say where executa comes from: {said}"
+    );
     let dir = parent.join("demo");
     for file in [
         "Cargo.toml",
@@ -68,15 +84,15 @@ fn a_new_crate_builds_passes_its_tests_and_checks_clean() {
         assert!(dir.join(file).is_file(), "{file} was not generated");
     }
     let manifest = std::fs::read_to_string(dir.join("Cargo.toml")).expect("Cargo.toml");
-    assert!(manifest.contains("default-features = false"), "{manifest}");
-    assert!(manifest.contains("features = [\"host\"]"), "{manifest}");
+    assert!(manifest.contains(&this_tree_dependency()), "{manifest}");
+    assert!(!manifest.contains("executa = { version"), "{manifest}");
     assert!(manifest.contains("opt-level = \"z\""), "{manifest}");
     // A second `new` never overwrites.
-    let again = Command::new(executa)
-        .args(["new", "demo", "--dir"])
-        .arg(&parent)
-        .output()
-        .expect("run executa new");
+    let again = bounded::output(
+        Command::new(executa)
+            .args(["new", "demo", "--dir"])
+            .arg(&parent),
+    );
     assert_eq!(again.status.code(), Some(2));
 
     let tests = cargo(&dir, &["test"]);
@@ -150,21 +166,20 @@ pub fn plugin() -> Plugin {
 }
 "#;
     std::fs::write(dir.join("src/lib.rs"), lib).expect("write src/lib.rs");
-    let out = Command::new(env!("CARGO"))
-        .args(["build", "--offline", "--lib"])
-        .current_dir(&dir)
-        .env("CARGO_TARGET_DIR", shared_target())
-        .env_remove("RUSTFLAGS")
-        .env_remove("CARGO_BUILD_TARGET")
-        .stdin(Stdio::null())
-        .output()
-        .expect("run cargo build");
+    let out = bounded::output(
+        Command::new(env!("CARGO"))
+            .args(["build", "--offline", "--lib"])
+            .current_dir(&dir)
+            .env("CARGO_TARGET_DIR", shared_target())
+            .env_remove("RUSTFLAGS")
+            .env_remove("CARGO_BUILD_TARGET"),
+    );
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success(), "the mistakes compiled:\n{stderr}");
     for hint in [
         "not its wire string",
         "`Address` cannot be the type of an `args!` field",
-        "declare `Address` inside the same `executa::args! { ... }` block",
+        "goes inside the `executa::args! { ... }` block",
         "`Plain` has no parameter list for `Tool::typed`",
         "declare `Plain` inside `executa::args! { ... }`",
     ] {
@@ -184,22 +199,20 @@ fn names_cargo_new_refuses_are_refused_with_its_reason() {
     let oracle = parent.join("cargo");
     std::fs::create_dir_all(&oracle).expect("a scratch directory");
     let ours = |name: &str| {
-        Command::new(env!("CARGO_BIN_EXE_executa"))
-            .args(["new", name, "--dir"])
-            .arg(&parent)
-            .stdin(std::process::Stdio::null())
-            .output()
-            .expect("run executa new")
+        bounded::output(
+            Command::new(env!("CARGO_BIN_EXE_executa"))
+                .args(["new", name, "--dir"])
+                .arg(&parent),
+        )
     };
     for name in [
         "fn", "self", "crate", "Self", "async", "test", "try", "dyn", "deps",
     ] {
-        let cargo = Command::new(env!("CARGO"))
-            .args(["new", "--vcs", "none", "--quiet", name])
-            .current_dir(&oracle)
-            .stdin(std::process::Stdio::null())
-            .output()
-            .expect("run cargo new");
+        let cargo = bounded::output(
+            Command::new(env!("CARGO"))
+                .args(["new", "--vcs", "none", "--quiet", name])
+                .current_dir(&oracle),
+        );
         assert!(!cargo.status.success(), "cargo new {name} was accepted");
         let cargo_says = String::from_utf8_lossy(&cargo.stderr);
         let reason = cargo_says
@@ -232,5 +245,104 @@ fn names_cargo_new_refuses_are_refused_with_its_reason() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(parent.join("a-fn").join("Cargo.toml").exists());
+    let _ = std::fs::remove_dir_all(&parent);
+}
+
+/// `cargo doc` in a generated crate documents what its own tests use: `TestHost`,
+/// `MemoryStorage` and `ScriptedSampling` live behind executa's `host` feature, which the
+/// crate's normal dependency must therefore enable (a dev-dependency's features never reach
+/// `cargo doc`). Only executa's pages are made (`-p executa --no-deps`), with the features
+/// the generated crate resolves, as a plain `cargo doc` there would.
+#[test]
+fn a_new_crates_docs_show_what_its_tests_use() {
+    let parent = std::env::temp_dir().join(format!("executa-doc-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&parent);
+    std::fs::create_dir_all(&parent).expect("a scratch directory");
+    run(Command::new(env!("CARGO_BIN_EXE_executa"))
+        .args(["new", "documented", "--executa-path"])
+        .arg(repo())
+        .arg("--dir")
+        .arg(&parent));
+    let dir = parent.join("documented");
+    cargo(&dir, &["doc", "--no-deps", "-p", "executa"]);
+    // `all.html` is written again by every rustdoc run (unlike the item pages, which a run
+    // with fewer features leaves behind), so it lists exactly what the last run documented.
+    let all = shared_target().join("doc").join("executa").join("all.html");
+    let index = std::fs::read_to_string(&all).unwrap_or_else(|e| panic!("{}: {e}", all.display()));
+    for page in [
+        "struct.TestHost.html",
+        "struct.MemoryStorage.html",
+        "struct.ScriptedSampling.html",
+    ] {
+        assert!(index.contains(page), "no {page} in {}", all.display());
+    }
+    let _ = std::fs::remove_dir_all(&parent);
+}
+
+/// What `executa new` says about where executa comes from, and what the generated README
+/// tells the author: never `cargo install executa` (not on crates.io), always the fix for
+/// cargo's `no matching package named `executa` found`. `--executa-version` asks for the
+/// published crate; it and `--executa-path` exclude each other. Nothing is built.
+#[test]
+fn new_names_where_executa_comes_from_and_the_fix() {
+    let parent = std::env::temp_dir().join(format!("executa-source-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&parent);
+    std::fs::create_dir_all(&parent).expect("a scratch directory");
+    let new = |args: &[&str]| {
+        bounded::output(
+            Command::new(env!("CARGO_BIN_EXE_executa"))
+                .arg("new")
+                .args(args)
+                .arg("--dir")
+                .arg(&parent),
+        )
+    };
+    let read = |path: &str| {
+        std::fs::read_to_string(parent.join(path)).unwrap_or_else(|e| panic!("{path}: {e}"))
+    };
+    let fix = "no matching package named `executa` found";
+
+    // From this tree: by path, one line on stderr naming the path, why, and the way back.
+    let out = new(&["local"]);
+    assert!(out.status.success(), "{out:?}");
+    let said = String::from_utf8_lossy(&out.stderr);
+    let lines: Vec<&str> = said.lines().filter(|l| !l.trim().is_empty()).collect();
+    assert_eq!(lines.len(), 1, "one line on stderr: {said}");
+    for part in [
+        env!("CARGO_MANIFEST_DIR"),
+        "built from",
+        "version = \"0.1.0\"",
+        "--executa-version",
+    ] {
+        assert!(lines[0].contains(part), "no {part:?} in {said}");
+    }
+    let manifest = read("local/Cargo.toml");
+    assert!(manifest.contains(&this_tree_dependency()), "{manifest}");
+    let readme = read("local/README.md");
+    assert!(!readme.contains("cargo install executa"), "{readme}");
+    assert!(readme.contains(env!("CARGO_MANIFEST_DIR")), "{readme}");
+    assert!(readme.contains(fix), "{readme}");
+    assert!(readme.contains("cargo run --bin executa"), "{readme}");
+
+    // The published crate, asked for: a version dependency, and the README's fix for when
+    // the registry does not have it.
+    let out = new(&["published", "--executa-version", "0.1.0"]);
+    assert!(out.status.success(), "{out:?}");
+    let manifest = read("published/Cargo.toml");
+    assert!(
+        manifest.contains("executa = { version = \"0.1.0\", features = [\"host\"] }"),
+        "{manifest}"
+    );
+    let readme = read("published/README.md");
+    assert!(!readme.contains("cargo install executa"), "{readme}");
+    assert!(readme.contains(fix), "{readme}");
+    assert!(readme.contains("--executa-path"), "{readme}");
+
+    // Both, or a version that is not one: usage errors, nothing created.
+    let out = new(&["both", "--executa-version", "0.1.0", "--executa-path", "."]);
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    let out = new(&["badversion", "--executa-version", "one"]);
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert!(!parent.join("both").exists() && !parent.join("badversion").exists());
     let _ = std::fs::remove_dir_all(&parent);
 }

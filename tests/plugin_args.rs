@@ -313,6 +313,85 @@ fn the_binary_exits_2_naming_each_problem_also_for_describe() {
     }
 }
 
+executa::args! {
+    /// Where to meet.
+    struct Place {
+        city: String,
+        /// Street and number
+        street: Option<String>,
+    }
+
+    /// The `visit` tool's arguments.
+    struct VisitArgs {
+        /// Where to go
+        place: Place,
+        when: Option<String>,
+    }
+}
+
+fn visit(a: VisitArgs, _: &Invocation) -> Result<Value, ToolError> {
+    Ok(json!({ "city": a.place.city, "street": a.place.street, "when": a.when }))
+}
+
+/// The environment variable that makes this test binary the plugin of
+/// [`a_field_without_a_doc_comment_is_warned_on_stderr_at_start_up`].
+const UNDESCRIBED_CHILD: &str = "EXECUTA_TEST_UNDESCRIBED_PLUGIN";
+
+/// Not a test of its own: the plugin that the test below starts (this test binary, run
+/// again with [`UNDESCRIBED_CHILD`] set), so that its start-up is a real process start.
+#[test]
+fn undescribed_plugin() {
+    if std::env::var_os(UNDESCRIBED_CHILD).is_none() {
+        return;
+    }
+    Plugin::new("undescribed", "0.1.0")
+        .description("Meets people")
+        .tool(Tool::typed("visit", "Plans a visit", visit))
+        .run_with_args(std::iter::empty::<&str>())
+}
+
+#[test]
+fn a_field_without_a_doc_comment_is_warned_on_stderr_at_start_up() {
+    let out = Command::new(std::env::current_exe().expect("the test binary's path"))
+        .args([
+            "--exact",
+            "undescribed_plugin",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(UNDESCRIBED_CHILD, "1")
+        .env_remove("EXECUTA_LOG")
+        .stdin(Stdio::null())
+        .output();
+    let out = match out {
+        Ok(out) => out,
+        // An emulated ARM test binary (qemu-user without binfmt_misc, which .ci/cross/arm.sh
+        // falls back to) cannot exec itself: ENOEXEC.
+        Err(e) if cfg!(target_os = "linux") && e.raw_os_error() == Some(8) => {
+            eprintln!("skipped: this test binary cannot start itself here ({e})");
+            return;
+        }
+        Err(e) => panic!("run the plugin: {e}"),
+    };
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    // A warning: the plugin starts, serves (nothing: stdin is empty) and exits 0.
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let warned: Vec<&str> = stderr
+        .lines()
+        .filter_map(|l| l.split_once("executa: manifest: ").map(|(_, m)| m))
+        .collect();
+    let fix = "has no `description` (the model reads it to fill the argument in): add a `///` \
+               doc comment to the field, or give its `Param` one (`Param::string(name, description)`)";
+    assert_eq!(
+        warned,
+        [
+            format!("tool \"visit\": parameter \"place.city\" {fix}"),
+            format!("tool \"visit\": parameter \"when\" {fix}"),
+        ],
+        "{stderr}"
+    );
+}
+
 #[test]
 fn help_and_version_answer_and_exit_0() {
     let bin = example_bin("hello");

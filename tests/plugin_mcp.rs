@@ -345,16 +345,19 @@ fn the_executa_host_drives_the_plugin_served_as_mcp() {
             String::from_utf8_lossy(&out.stderr).into_owned(),
         )
     };
+    // The envelope `executa call` prints for both protocols.
     let (code, out, err) = call("sample", r#"{"prompt":"hi"}"#);
     assert_eq!(code, Some(0), "{err}");
-    assert_eq!(out["structuredContent"]["text"], "hi", "{out}");
+    assert_eq!(out["success"], true, "{out}");
+    assert_eq!(out["data"]["text"], "hi", "{out}");
     let (code, out, err) = call("remember", r#"{"key":"k","value":{"v":1}}"#);
     assert_eq!(code, Some(1), "{out} {err}");
-    assert_eq!(out["isError"], true, "{out}");
+    assert_eq!(out["success"], false, "{out}");
     assert!(
-        out["content"][0]["text"]
+        out["error"]
             .as_str()
             .unwrap_or_default()
-            .contains("no counterpart in MCP")
+            .contains("no counterpart in MCP"),
+        "{out}"
     );
 }

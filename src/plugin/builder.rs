@@ -239,6 +239,9 @@ impl Plugin {
         let stdio = crate::sys::take(guard)?;
         let signals = self.opts.handle_signals;
         let parts = self.into_parts()?;
+        if std::io::IsTerminal::is_terminal(&stdio.input) {
+            say_what_is_awaited(&parts.name, &parts.version);
+        }
         runtime::serve(parts, stdio.input, stdio.output, signals)
     }
 
@@ -307,6 +310,27 @@ impl Plugin {
             opts,
         })
     }
+}
+
+/// Tells a user who started the plugin by hand in a terminal why it seems to hang: it is
+/// waiting for its host. On stderr, so that stdout carries nothing but protocol.
+fn say_what_is_awaited(name: &str, version: &str) {
+    const WHAT: &str = if cfg!(feature = "mcp") {
+        "an Executa plugin and an MCP server"
+    } else {
+        "an Executa plugin"
+    };
+    const END: &str = if cfg!(windows) {
+        "Ctrl-Z Enter"
+    } else {
+        "Ctrl-D"
+    };
+    eprintln!(
+        "executa: {name} {version} is {WHAT}: it reads JSON-RPC requests from its host on \
+         stdin, one per line, and answers on stdout.\n\
+         executa: to try a tool, see `executa call --help`; or type a request, e.g. \
+         {{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"describe\"}}; {END} ends."
+    );
 }
 
 /// Prints why the plugin's definition is refused, one line per problem, and exits 2.

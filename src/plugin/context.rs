@@ -118,6 +118,70 @@ impl Invocation {
         self.handle.negotiated()
     }
 
+    /// Which protocol this call serves: [`Served::Executa`] for an Executa host's `invoke`
+    /// (also from a host that never sent `initialize`), [`Served::Mcp`] for an MCP
+    /// client's `tools/call`, with the revision of the call: the one agreed in the
+    /// client's `initialize` (`2025-11-25`, ...), or `2026-07-28` for a stateless request,
+    /// which has no session. Per call: one process may serve both. Without the `mcp`
+    /// feature it is always [`Served::Executa`]. Cheap (no allocation): ask it where the
+    /// branch is.
+    ///
+    /// MCP has no storage, files or agent calls (they are refused locally), and no
+    /// credentials: a tool that must run in both worlds falls back there.
+    ///
+    /// ```
+    /// use executa::{Invocation, Plugin, Scope, Served, Tool, ToolError};
+    /// use serde_json::{Value, json};
+    ///
+    /// executa::args! {
+    ///     /// Whom to greet.
+    ///     pub struct Args {
+    ///         /// The name
+    ///         name: String,
+    ///     }
+    /// }
+    ///
+    /// fn greet(a: Args, ctx: &Invocation) -> Result<Value, ToolError> {
+    ///     let greeting = match ctx.protocol() {
+    ///         Served::Executa => ctx.storage().get("greeting", Scope::User)?.value,
+    ///         // An MCP client offers no storage: a default instead.
+    ///         _ => Value::Null,
+    ///     };
+    ///     let greeting = greeting.as_str().unwrap_or("Hello");
+    ///     Ok(json!({ "text": format!("{greeting}, {}.", a.name) }))
+    /// }
+    ///
+    /// fn plugin() -> Plugin {
+    ///     Plugin::new("greeter", "0.1.0")
+    ///         .description("Greets")
+    ///         .capability("aps.kv")
+    ///         .tool(Tool::typed("greet", "Greets someone", greet))
+    /// }
+    /// # #[cfg(all(feature = "host", feature = "mcp"))]
+    /// # {
+    /// // Both branches, in-process (`executa::testing`, feature `host`):
+    /// use executa::testing::TestHost;
+    /// let mut host = TestHost::start(plugin())?;
+    /// host.storage().insert(Scope::User, "greeting", "Hi")?;
+    /// let out = host.invoke("greet", json!({ "name": "Ada" }))?;
+    /// assert_eq!(out.data(), Some(&json!({ "text": "Hi, Ada." })));
+    /// let mut mcp = TestHost::mcp(plugin())?;
+    /// let out = mcp.invoke("greet", json!({ "name": "Ada" }))?;
+    /// assert_eq!(out.data(), Some(&json!({ "text": "Hello, Ada." })));
+    /// # }
+    /// # let _ = plugin;
+    /// # Ok::<(), executa::Error>(())
+    /// ```
+    pub fn protocol(&self) -> Served {
+        #[cfg(feature = "mcp")]
+        if let Some(call) = self.handle.link().mcp_call() {
+            return Served::Mcp {
+                revision: mcp_revision(self.handle.link(), call),
+            };
+        }
+        Served::Executa
+    }
+
     /// As [`Invocation::call`], waiting at most `timeout` (still capped by the deadline).
     pub fn call_with_timeout<P: serde::Serialize + ?Sized, R: serde::de::DeserializeOwned>(
         &self,
@@ -200,6 +264,54 @@ impl fmt::Debug for Invocation {
             )
             .finish()
     }
+}
+
+/// Which protocol a call serves, as [`Invocation::protocol`] tells it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Served {
+    /// An Executa host's `invoke`: storage, files, credentials and the deadline are there
+    /// as the host grants them.
+    Executa,
+    /// An MCP client's `tools/call` (the `mcp` feature): sampling (when the client offers
+    /// it) and progress, but no storage, files, agent calls or credentials.
+    #[non_exhaustive]
+    Mcp {
+        /// The MCP revision the call is served in: agreed in `initialize` (`2024-11-05`
+        /// to `2025-11-25`), or named by a stateless request (`2026-07-28`).
+        revision: &'static str,
+    },
+}
+
+impl Served {
+    /// Whether the call is an MCP client's.
+    pub fn is_mcp(self) -> bool {
+        matches!(self, Served::Mcp { .. })
+    }
+
+    /// The MCP revision of the call; `None` for an Executa host.
+    pub fn mcp_revision(self) -> Option<&'static str> {
+        match self {
+            Served::Mcp { revision } => Some(revision),
+            Served::Executa => None,
+        }
+    }
+}
+
+/// The revision an MCP call is served in. A stateless request carries its own; the one
+/// stateless revision spoken is the one it named (`era.rs` refuses any other).
+#[cfg(feature = "mcp")]
+fn mcp_revision(link: &InvokeLink, call: &super::mcp::Call) -> &'static str {
+    use crate::protocol::{MCP_MODERN_REVISIONS, MCP_REVISIONS};
+    if call.is_stateless() {
+        return MCP_MODERN_REVISIONS[MCP_MODERN_REVISIONS.len() - 1];
+    }
+    // A `tools/call` of the handshake era is served only once an MCP `initialize` was
+    // recorded; an Executa `initialize` racing the call leaves none, and the newest (what
+    // a client offering no known revision gets) stands in.
+    link.session()
+        .mcp_revision()
+        .unwrap_or(MCP_REVISIONS[MCP_REVISIONS.len() - 1])
 }
 
 /// Fields older hosts put at the top level of `invoke` params (tokens wrapped as secrets

@@ -19,7 +19,7 @@ use super::health::Health;
 use super::intake::Intake;
 use super::job::{InvokeJob, InvokeParts, Job, Line, Method};
 use super::pool::{Admission, Admit};
-use super::reverse::{InvokeLink, Peer};
+use super::reverse::InvokeLink;
 use super::service::Service;
 
 /// What a dispatch thread keeps between jobs, so the hot path reuses its buffers.
@@ -513,7 +513,12 @@ impl Service {
 /// (the frame's `id` replaced), or nowhere when its request was answered with an input
 /// request and no retry came (the handler was released at its deadline).
 #[cfg(feature = "mcp")]
-fn retarget(frame: &mut Vec<u8>, id: &[u8], link: Option<&InvokeLink>, peer: &Peer) {
+fn retarget(
+    frame: &mut Vec<u8>,
+    id: &[u8],
+    link: Option<&InvokeLink>,
+    peer: &super::reverse::Peer,
+) {
     use super::mcp::Owed;
     let call = link.and_then(InvokeLink::mcp_call);
     let Some(stateless) = call.and_then(|c| c.stateless.as_ref()) else {

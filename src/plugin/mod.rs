@@ -23,7 +23,7 @@ mod timer;
 mod tool;
 
 pub use builder::Plugin;
-pub use context::Invocation;
+pub use context::{Invocation, Served};
 pub use health::{Health, HealthStatus};
 pub use options::Options;
 pub use reverse::InvokeHandle;

@@ -66,7 +66,9 @@ where
     } else {
         None
     };
-    let (out, inbox) = Output::new(Box::new(output), notifier.try_clone()?);
+    // What the host has not read yet, where the platform tells: MCP progress waits on it.
+    let unread = crate::sys::unread_probe(&output);
+    let (out, inbox) = Output::with_unread(Box::new(output), unread, notifier.try_clone()?);
     // The request queue is bounded by the bytes its jobs hold (`intake.rs`, checked before
     // every send), not by a count: tiny requests are kept up to the same budget as large
     // ones. Crossbeam's list flavour allocates as it fills and frees as it drains.

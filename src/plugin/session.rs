@@ -69,6 +69,18 @@ impl Session {
                 .is_some_and(Value::is_object)
     }
 
+    /// The MCP revision of a handshake session, as the static text of the revision (read
+    /// by `ctx.protocol()`, which must not allocate); `None` for an Executa host.
+    #[cfg(feature = "mcp")]
+    pub fn mcp_revision(&self) -> Option<&'static str> {
+        let n = self.lock();
+        let agreed = n.mcp.as_deref()?;
+        crate::protocol::MCP_REVISIONS
+            .iter()
+            .copied()
+            .find(|r| *r == agreed)
+    }
+
     /// A copy of everything negotiated.
     pub fn get(&self) -> Negotiated {
         self.lock().clone()

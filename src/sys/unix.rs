@@ -247,6 +247,49 @@ pub(crate) fn waitable(input: &dyn std::any::Any) -> Option<Waitable> {
     }
 }
 
+/// A probe of what was written to `output` (the protocol's stdout, or a test's socket)
+/// that its reader has not read yet, for MCP progress (`plugin/output.rs`): on Linux,
+/// `FIONREAD` on a pipe (bytes in the pipe, from either end) and `SIOCOUTQ` on a Unix
+/// socket (the memory of what the peer has not read: 0 once it has read everything; Node
+/// gives its children socket pairs). `None` for anything else. The probe keeps only the
+/// descriptor's number: call it while `output` is open.
+#[cfg(target_os = "linux")]
+pub(crate) fn unread_probe(
+    output: &dyn std::any::Any,
+) -> Option<Box<dyn Fn() -> Option<usize> + Send + Sync>> {
+    let fd = if let Some(w) = output.downcast_ref::<BlockingWrites>() {
+        w.0.as_raw_fd()
+    } else {
+        output.downcast_ref::<UnixStream>()?.as_raw_fd()
+    };
+    // SAFETY: fstat on a descriptor `output` owns, into a zeroed struct it fills.
+    let st = unsafe {
+        let mut st: libc::stat = std::mem::zeroed();
+        (libc::fstat(fd, &mut st) == 0).then_some(st)
+    }?;
+    let request = match st.st_mode & libc::S_IFMT {
+        libc::S_IFSOCK => libc::TIOCOUTQ,
+        libc::S_IFIFO => libc::FIONREAD,
+        _ => return None,
+    };
+    Some(Box::new(move || {
+        let mut n: libc::c_int = 0;
+        // SAFETY: an ioctl that writes one int, on a descriptor the caller keeps open.
+        let rc = unsafe { libc::ioctl(fd, request, &mut n) };
+        (rc == 0).then(|| usize::try_from(n).unwrap_or(0))
+    }))
+}
+
+/// None here: macOS and the BSDs have no call known to tell, from a pipe's write end or
+/// a socket's sending side, what the reader has left (not tried on a Mac); MCP progress
+/// falls back to a pause there.
+#[cfg(not(target_os = "linux"))]
+pub(crate) fn unread_probe(
+    _output: &dyn std::any::Any,
+) -> Option<Box<dyn Fn() -> Option<usize> + Send + Sync>> {
+    None
+}
+
 /// Whether a write to stderr (fd 2) of at most `PIPE_BUF` bytes would not block now:
 /// `poll(2)` with no wait. A pipe reports room once it has a free page, which takes such a
 /// write whole. `false` on any error (the line is then dropped, which is all the logger

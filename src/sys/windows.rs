@@ -88,6 +88,14 @@ pub(crate) fn waitable(_input: &dyn std::any::Any) -> Option<Waitable> {
     None
 }
 
+/// None here: a pipe's write end cannot be asked what its reader has left
+/// (`PeekNamedPipe` needs read access), so MCP progress falls back to a pause.
+pub(crate) fn unread_probe(
+    _output: &dyn std::any::Any,
+) -> Option<Box<dyn Fn() -> Option<usize> + Send + Sync>> {
+    None
+}
+
 /// Never called: there is no [`Waitable`] to pass.
 pub(crate) fn wait_readable(input: Waitable, _timeout: Duration) -> io::Result<bool> {
     match input {}

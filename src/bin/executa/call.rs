@@ -2,13 +2,14 @@
 
 use std::process::ExitCode;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use executa::host::{
-    Handlers, Host, InvokeOptions, MemoryStorage, Protocol, ReverseCall, ScriptedSampling, Service,
+    Handlers, Host, InvokeOptions, InvokeResult, MemoryStorage, Protocol, ReverseCall,
+    ScriptedSampling, Service, new_invoke_id,
 };
 use executa::{Error, RpcError};
-use serde_json::{Value, json};
+use serde_json::{Map, Value, json};
 
 use crate::cli::{
     Args, Common, Local, Usage, json_arg, mcp_version, protocol, secs, unknown, with_pin,
@@ -23,19 +24,31 @@ USAGE:
     executa call [OPTIONS] <TOOL> -- <PLUGIN COMMAND...>
 
 Starts the plugin (initialize, describe), invokes TOOL once with a fresh context
-(invoke_id, deadline_ms, credentials), prints the result JSON on stdout and its
-progress events on stderr (at most 4 lines a second, each cut to 300 bytes, then a count
-of the rest), then shuts the plugin down. Reverse calls are answered
+(invoke_id, deadline_ms, credentials), prints the result on stdout and its progress
+events on stderr (at most 4 lines a second, each cut to 300 bytes, then a count of the
+rest), then shuts the plugin down. Reverse calls are answered
 in memory unless told otherwise: storage/* by a key/value store (scopes, etags, paging),
 sampling/createMessage by echoing the last user message (or from --sampling-fixture, or
 a local command with --sampling-cmd). Placeholder sampling and storage tokens are sent
 when the manifest declares llm.sample / aps.*.
-An MCP stdio server gets tools/call (with a progress token); its result is printed as it
-came, and isError:true counts as success:false. Sampling answers it the same way; it has
-no invoke context, so credentials cannot be sent to it (refused). In MCP's stateless era
-(2026-07-28, see --mcp-version) a call that needs input is answered with what it asks
-for (sampling as above, no roots, elicitation declined) and sent again, at most 10 rounds;
-the final result is printed.
+
+The result is printed as one envelope, whatever the protocol:
+    {\"success\": true, \"data\": ...}        the tool's result
+    {\"success\": false, \"error\": \"TEXT\"}   its failure (\"details\" too when it gives them)
+    {\"success\": false, \"error\": {\"code\": N, \"message\": \"TEXT\", \"data\": ...}}
+                                        a JSON-RPC error (unknown tool, bad arguments)
+An Executa plugin's result is printed as it sent it (other fields kept). When no answer
+comes (a timeout, a plugin that exits, a result without `success`), nothing is printed
+on stdout and stderr says why. Whatever the outcome, stderr ends with the time taken:
+    invoke <INVOKE ID> took <MS> ms
+An MCP stdio server gets tools/call (with a progress token); its result is read into
+the envelope as the host library reads it: isError:true is success:false with the text
+content as the error; else data is structuredContent, else the text content parsed as
+JSON, else that text. --raw prints the result as it came. Sampling answers it the same
+way; it has no invoke context, so credentials cannot be sent to it (refused). In MCP's
+stateless era (2026-07-28, see --mcp-version) a call that needs input is answered with
+what it asks for (sampling as above, no roots, elicitation declined) and sent again, at
+most 10 rounds; the final result is printed.
 
 OPTIONS:
     --args JSON                  the tool's arguments [{}]
@@ -46,6 +59,9 @@ OPTIONS:
                                  other local users in the process list (argv), so prefer
                                  the NAME form. Values are never printed
     --timeout SECS               invoke timeout [the manifest tool's timeout, else 60]
+    --raw                        an MCP server's tools/call result as it came
+                                 (content, structuredContent, isError, _meta), not
+                                 the envelope; an Executa result is the envelope
     --sampling-fixture FILE      answer sampling from a JSONL fixture: lines like
                                  {\"match\":{\"contains\":\"hi\"},\"result\":{\"text\":\"hello\"}}
 ",
@@ -57,7 +73,8 @@ OPTIONS:
     "    --init-timeout SECS, --describe-timeout SECS, --first-launch, --quiet, -h/--help
 
 EXIT STATUS:
-    0 success:true; 1 success:false or a JSON-RPC error; 2 usage or start failure.
+    0 success:true; 1 success:false, a JSON-RPC error or no answer; 2 usage or start
+    failure.
 "
 );
 
@@ -69,6 +86,7 @@ pub fn run(mut args: Args) -> Result<ExitCode, Usage> {
     let mut tool = None;
     let mut fixture = None;
     let mut verbose = false;
+    let mut raw = false;
     let mut local = Local::default();
     // Variables a credential was read from: the plugin must not inherit them.
     let mut read_from_env = Vec::new();
@@ -90,6 +108,7 @@ pub fn run(mut args: Args) -> Result<ExitCode, Usage> {
             "--timeout" => opts.timeout = Some(secs(&flag, &args.value(&flag, inline)?)?),
             "--sampling-fixture" => fixture = Some(args.value(&flag, inline)?),
             "--verbose" | "-v" => verbose = true,
+            "--raw" => raw = true,
             "--protocol" => common.host.protocol = protocol(&flag, &args.value(&flag, inline)?)?,
             "--mcp-version" => {
                 common.host.mcp_version = mcp_version(&flag, &args.value(&flag, inline)?)?
@@ -141,12 +160,32 @@ pub fn run(mut args: Args) -> Result<ExitCode, Usage> {
             return Ok(ExitCode::from(2));
         }
     };
-    let outcome = host.invoke_with(&tool, &arguments, &opts);
+    let (outcome, timing) = timed_invoke(&host, &tool, &arguments, opts);
+    let mcp = host.handshake().is_ok_and(|h| h.mcp_revision.is_some());
     // Progress events arrive on their own thread; print the last ones before the result.
     host.sync_progress(Duration::from_secs(1));
     printer.lock().unwrap_or_else(|e| e.into_inner()).finish();
     host.shutdown();
-    Ok(report(outcome))
+    let code = report(outcome, mcp && !raw);
+    eprintln!("{timing}");
+    Ok(code)
+}
+
+/// Invokes `tool` once; returns the outcome and the line that says how long it took,
+/// whatever the outcome. The invoke id is minted here rather than by the host, so that
+/// the line names the invoke even when no answer came.
+fn timed_invoke(
+    host: &Host,
+    tool: &str,
+    arguments: &Value,
+    mut opts: InvokeOptions,
+) -> (executa::Result<InvokeResult>, String) {
+    let invoke_id = new_invoke_id();
+    opts.invoke_id = Some(invoke_id.clone());
+    let start = Instant::now();
+    let outcome = host.invoke_with(tool, arguments, &opts);
+    let ms = start.elapsed().as_secs_f64() * 1000.0;
+    (outcome, format!("invoke {invoke_id} took {ms:.1} ms"))
 }
 
 /// Progress lines printed in a second, at most; the rest are counted.
@@ -205,16 +244,17 @@ fn cut(line: &str, max: usize) -> std::borrow::Cow<'_, str> {
     format!("{}…", &line[..end]).into()
 }
 
-fn report(outcome: executa::Result<executa::host::InvokeResult>) -> ExitCode {
+/// Prints the outcome: the envelope on stdout (an MCP result read into it when
+/// `from_mcp`), or why there is none on stderr.
+fn report(outcome: executa::Result<InvokeResult>, from_mcp: bool) -> ExitCode {
     match outcome {
         Ok(r) => {
-            let value: Value = serde_json::from_str(r.raw.get()).unwrap_or_default();
+            let value = if from_mcp {
+                envelope(&r)
+            } else {
+                serde_json::from_str(r.raw.get()).unwrap_or_default()
+            };
             println!("{}", pretty(&value));
-            eprintln!(
-                "invoke {} took {:.1} ms",
-                r.invoke_id,
-                r.elapsed.as_secs_f64() * 1000.0
-            );
             if r.success {
                 ExitCode::SUCCESS
             } else {
@@ -222,7 +262,7 @@ fn report(outcome: executa::Result<executa::host::InvokeResult>) -> ExitCode {
             }
         }
         Err(Error::Remote(e)) => {
-            println!("{}", pretty(&json!({ "error": e })));
+            println!("{}", pretty(&json!({ "success": false, "error": e })));
             ExitCode::FAILURE
         }
         Err(e) => {
@@ -230,6 +270,28 @@ fn report(outcome: executa::Result<executa::host::InvokeResult>) -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// The Executa envelope of a result read from MCP: `{success: true, data}` or
+/// `{success: false, error}`, with `details` and `duration_ms` when it has them. What is
+/// MCP's own (`content`, `_meta`, ...) is left to `--raw`: it would make the two shapes
+/// differ.
+fn envelope(r: &InvokeResult) -> Value {
+    let mut out = Map::new();
+    out.insert("success".to_owned(), Value::Bool(r.success));
+    if r.success || !r.data.is_null() {
+        out.insert("data".to_owned(), r.data.clone());
+    }
+    if let Some(error) = &r.error {
+        out.insert("error".to_owned(), Value::from(error.as_str()));
+    }
+    if let Some(details) = &r.details {
+        out.insert("details".to_owned(), details.clone());
+    }
+    if let Some(ms) = r.duration_ms {
+        out.insert("duration_ms".to_owned(), Value::from(ms));
+    }
+    Value::Object(out)
 }
 
 /// Logs each reverse call (method, invoke and outcome; never the params, which may hold

@@ -7,12 +7,14 @@ use std::fmt::Write as _;
 use std::sync::Mutex;
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use serde::Serialize;
 use serde_json::{Value, json};
 
 use crate::error::RpcError;
 use crate::host::json_cost::value_cost;
 use crate::host::service::{ReverseCall, Service};
 use crate::lock::lock;
+use crate::storage::{Scope, SetOptions};
 
 /// The platform's KV value limit (about 64 KB).
 pub const MAX_VALUE_BYTES: usize = 64 * 1024;
@@ -152,6 +154,72 @@ impl MemoryStorage {
             store: Mutex::new(Store::default()),
             scopes: scopes.iter().map(|s| (*s).to_owned()).collect(),
         }
+    }
+
+    /// A store (all three scopes granted) holding `entries`, each `(scope, key, value)`
+    /// put as [`MemoryStorage::insert`] puts it: the one line that pre-fills the storage
+    /// of a test.
+    ///
+    /// ```
+    /// use executa::Scope;
+    /// use executa::host::MemoryStorage;
+    /// use serde_json::json;
+    ///
+    /// let storage = MemoryStorage::with_entries([
+    ///     (Scope::User, "greeting", json!("Hi")),
+    ///     (Scope::Tool, "seen", json!(["a", "b"])),
+    /// ])?;
+    /// assert_eq!(storage.value("user", "greeting"), Some(json!("Hi")));
+    /// # Ok::<(), executa::Error>(())
+    /// ```
+    ///
+    /// Fails on the first entry `insert` refuses.
+    pub fn with_entries<K: AsRef<str>, V: Serialize>(
+        entries: impl IntoIterator<Item = (Scope, K, V)>,
+    ) -> crate::Result<Self> {
+        let store = MemoryStorage::new();
+        for (scope, key, value) in entries {
+            store.insert(scope, key.as_ref(), value)?;
+        }
+        Ok(store)
+    }
+
+    /// Puts `value` under `key` in `scope`, as the plugin's
+    /// `ctx.storage().set(key, &value, scope)` would (same rules, same etags: a test's
+    /// setup can hold nothing the platform would refuse), and returns its etag. Takes
+    /// `&self`: a [`TestHost`](crate::testing::TestHost)'s store is filled in one line,
+    /// `host.storage().insert(Scope::User, "greeting", "Hi")?`.
+    ///
+    /// Fails with [`Error::Refused`](crate::Error::Refused) carrying the code `storage/set`
+    /// would answer: -32021 for a scope this store does not grant
+    /// ([`MemoryStorage::with_scopes`]), -32028 for an empty key or one over 1,024 bytes,
+    /// -32025 for a value over [`MAX_VALUE_BYTES`], -32024 past [`MAX_ENTRIES`] or
+    /// [`MAX_STORE_BYTES`]; with [`crate::Error::Json`] for a value that does not
+    /// serialize. The store is then unchanged.
+    pub fn insert(&self, scope: Scope, key: &str, value: impl Serialize) -> crate::Result<String> {
+        self.insert_with(scope, key, value, &SetOptions::default())
+    }
+
+    /// [`MemoryStorage::insert`] with the options of the plugin's `storage().set_with`: an
+    /// expiry (`ttl_seconds`, at least 1) or an `if_match` precondition (-32023 when the
+    /// current etag differs).
+    pub fn insert_with(
+        &self,
+        scope: Scope,
+        key: &str,
+        value: impl Serialize,
+        options: &SetOptions,
+    ) -> crate::Result<String> {
+        let mut params =
+            json!({ "scope": scope, "key": key, "value": serde_json::to_value(value)? });
+        if let Some(etag) = &options.if_match {
+            params["if_match"] = json!(etag);
+        }
+        if let Some(ttl) = options.ttl_seconds {
+            params["ttl_seconds"] = json!(ttl);
+        }
+        let (answer, _) = self.set(&params, false).map_err(crate::Error::Refused)?;
+        Ok(answer["etag"].as_str().unwrap_or_default().to_owned())
     }
 
     /// The live value under `key` in `scope`, for inspection by tests and tools.

@@ -261,10 +261,19 @@ mod tests {
         let sealed = p.register_sealed().unwrap();
         let open = p.register().unwrap();
         assert!(!p.is_waiting(&sealed.wire_id), "not waiting for a response");
-        assert!(!p.settle(&sealed.wire_id, Ok(raw("1"))), "a response is not its answer");
-        assert!(!p.settle_sealed(open.number, Ok(raw("1"))), "nor is a retry another's");
+        assert!(
+            !p.settle(&sealed.wire_id, Ok(raw("1"))),
+            "a response is not its answer"
+        );
+        assert!(
+            !p.settle_sealed(open.number, Ok(raw("1"))),
+            "nor is a retry another's"
+        );
         assert!(p.settle_sealed(sealed.number, Ok(raw("2"))));
-        assert_eq!(sealed.answer.recv_timeout(WAIT).unwrap().unwrap().get(), "2");
+        assert_eq!(
+            sealed.answer.recv_timeout(WAIT).unwrap().unwrap().get(),
+            "2"
+        );
         assert!(!p.settle_sealed(sealed.number, Ok(raw("3"))), "once");
         assert!(p.forget(open.number));
         assert!(!p.forget(open.number), "forgotten already");
