@@ -47,6 +47,11 @@ fn mcp_opts() -> HostOptions {
     }
 }
 
+/// A host started on `stateless_server.py MODE` with the default options and no handlers.
+fn start_on(python: &PathBuf, mode: &str) -> executa::Result<Host> {
+    Host::start(stateless_server(python, mode), mcp_opts(), Handlers::new())
+}
+
 /// A sampling handler that answers "answer to QUESTION" as model `m-test`, and what it
 /// saw of each call: its params and its invoke.
 type Seen = Arc<Mutex<Vec<(Value, Option<String>)>>>;
@@ -215,12 +220,7 @@ fn input_rounds_are_capped_and_state_only_results_wait_and_retry() {
     let Some(python) = mcp::sdk_python() else {
         return;
     };
-    let host = Host::start(
-        stateless_server(&python, "both"),
-        mcp_opts(),
-        Handlers::new(),
-    )
-    .expect("starts");
+    let host = start_on(&python, "both").expect("starts");
     let err = host
         .invoke("forever", &json!({}))
         .expect_err("past the rounds");
@@ -307,24 +307,14 @@ fn unsupported_version_refusals_follow_the_sdks_rule() {
         return;
     };
     // -32022 listing only stateless revisions, none of them ours: no session at all.
-    let err = Host::start(
-        stateless_server(&python, "disjoint"),
-        mcp_opts(),
-        Handlers::new(),
-    )
-    .expect_err("incompatible");
+    let err = start_on(&python, "disjoint").expect_err("incompatible");
     let text = err.to_string();
     assert!(
         text.contains("speaks only 2099-01-01") && text.contains("2026-07-28"),
         "{text}"
     );
     // -32022 listing a handshake revision: the handshake.
-    let host = Host::start(
-        stateless_server(&python, "mixed"),
-        mcp_opts(),
-        Handlers::new(),
-    )
-    .expect("starts");
+    let host = start_on(&python, "mixed").expect("starts");
     let shake = host.handshake().expect("up");
     assert_eq!(shake.mcp_revision.as_deref(), Some("2025-11-25"));
     assert_eq!(
@@ -333,12 +323,7 @@ fn unsupported_version_refusals_follow_the_sdks_rule() {
     );
     host.shutdown();
     // -32022 naming 2026-07-28: probed once more, and adopted.
-    let host = Host::start(
-        stateless_server(&python, "once"),
-        mcp_opts(),
-        Handlers::new(),
-    )
-    .expect("starts");
+    let host = start_on(&python, "once").expect("starts");
     let shake = host.handshake().expect("up");
     assert_eq!(shake.mcp_revision.as_deref(), Some("2026-07-28"));
     assert_eq!(
@@ -355,12 +340,7 @@ fn tools_list_caps_hold_in_the_stateless_era() {
     let Some(python) = mcp::sdk_python() else {
         return;
     };
-    let err = Host::start(
-        stateless_server(&python, "endless"),
-        mcp_opts(),
-        Handlers::new(),
-    )
-    .expect_err("refused");
+    let err = start_on(&python, "endless").expect_err("refused");
     let text = err.to_string();
     assert!(
         text.contains("more than 100 pages") && text.contains("MAX_PAGES"),
@@ -403,11 +383,14 @@ fn stdout_json(o: &Output) -> Value {
     })
 }
 
-/// The messages a `log` call's printed result lists.
+/// The messages a `log` call's printed result lists (`executa call` prints the envelope:
+/// the tool's text block is its `data`, parsed as JSON when it parses).
 fn logged(o: &Output) -> Vec<Value> {
     let result = stdout_json(o);
-    let text = result["content"][0]["text"].as_str().expect("a text block");
-    serde_json::from_str(text).expect("the log")
+    match &result["data"] {
+        Value::String(text) => serde_json::from_str(text).expect("the log"),
+        data => serde_json::from_value(data.clone()).expect("the log"),
+    }
 }
 
 #[test]

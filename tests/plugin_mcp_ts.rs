@@ -5,8 +5,8 @@
 //! shows the plugin writes progress when it is made, apart from the reply.
 
 mod common;
+mod mcp;
 
-use std::path::PathBuf;
 use std::process::Command;
 use std::sync::OnceLock;
 
@@ -17,37 +17,13 @@ use serde_json::{Value, json};
 const CALLS: usize = 20;
 const STEPS: u64 = 3;
 
-/// The directory `node.sh` installed the SDK into, installing it on first use; `None` (with a
-/// message saying why the tests are skipped) only when this machine has no `node`. Panics
-/// when Node is there but the install fails: that is a failure, not a skip.
-fn sdk_dir() -> Option<PathBuf> {
-    let has_node = Command::new("node").arg("--version").output().is_ok();
-    if !has_node {
-        eprintln!("SKIPPED: node is not installed, so the MCP TypeScript SDK tests cannot run");
-        return None;
-    }
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/mcp/node.sh");
-    let out = Command::new("bash")
-        .arg(script)
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run {script}: {e}"));
-    assert!(
-        out.status.success(),
-        "{script} failed ({}): {}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let dir = String::from_utf8_lossy(&out.stdout).trim().to_string();
-    Some(PathBuf::from(dir))
-}
-
 /// One run of the client against `everything`, shared by the tests of this binary; `None`
 /// when Node is missing. The script bounds every wait itself.
 fn report() -> Option<&'static Value> {
     static REPORT: OnceLock<Option<Value>> = OnceLock::new();
     REPORT
         .get_or_init(|| {
-            let sdk = sdk_dir()?;
+            let sdk = mcp::sdk_node()?;
             let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/mcp/ts_client.mjs");
             let out = Command::new("node")
                 .arg(script)

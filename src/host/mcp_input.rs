@@ -149,6 +149,18 @@ pub fn input_answer(
     }
 }
 
+/// The error for an input request of `whose` ("the server's", "the plugin's") that could not
+/// be fulfilled: `e`'s code and data, its message naming the request.
+pub(crate) fn unfulfilled(whose: &str, request: &InputRequest, e: RpcError) -> crate::Error {
+    crate::Error::Refused(RpcError {
+        message: format!(
+            "{whose} input request {:?} ({}) could not be fulfilled: {}",
+            request.key, request.method, e.message
+        ),
+        ..e
+    })
+}
+
 /// The wait before the state-only round that follows `waited` (`None`: the first of a
 /// row).
 pub fn state_only_wait(waited: Option<Duration>) -> Duration {
@@ -276,15 +288,7 @@ impl PluginProcess {
             let answer = input_answer(request, |params| {
                 self.sample(params, invoke_id, &request.key, left)
             })
-            .map_err(|e| {
-                Error::Refused(RpcError {
-                    message: format!(
-                        "the server's input request {:?} ({}) could not be fulfilled: {}",
-                        request.key, request.method, e.message
-                    ),
-                    ..e
-                })
-            })?;
+            .map_err(|e| unfulfilled("the server's", request, e))?;
             answers.insert(request.key.clone(), answer);
         }
         Ok(answers)

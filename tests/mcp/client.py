@@ -11,43 +11,12 @@ import json
 import sys
 
 import anyio
-from mcp import ClientSession, MCPError, StdioServerParameters, types
+from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
+from sdk_common import call_report, expect_error, sampling
 
 REQUEST_TIMEOUT_S = 30.0
 OVERALL_TIMEOUT_S = 120.0
-
-
-def text_of(result):
-    return "\n".join(b.text for b in result.content if getattr(b, "type", None) == "text")
-
-
-def call_report(result):
-    return {
-        "is_error": result.is_error,
-        "text": text_of(result),
-        "structured": result.structured_content,
-    }
-
-
-async def sampling(context, params):
-    asked = " | ".join(
-        f"{m.role}:{m.content.text}" for m in params.messages if getattr(m.content, "type", "") == "text"
-    )
-    return types.CreateMessageResult(
-        role="assistant",
-        content=types.TextContent(type="text", text=f"sampled[{asked}] max={params.max_tokens}"),
-        model="sdk-test-model",
-        stop_reason="endTurn",
-    )
-
-
-async def expect_error(coro):
-    try:
-        await coro
-    except MCPError as e:
-        return {"code": e.error.code, "message": e.error.message}
-    return None
 
 
 async def scenario(command, args, with_sampling):

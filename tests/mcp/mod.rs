@@ -13,29 +13,39 @@ use std::sync::OnceLock;
 pub fn sdk_python() -> Option<PathBuf> {
     static PYTHON: OnceLock<Option<PathBuf>> = OnceLock::new();
     PYTHON
-        .get_or_init(|| {
-            let has_python = Command::new("python3").arg("--version").output().is_ok();
-            if !has_python {
-                eprintln!(
-                    "SKIPPED: python3 is not installed, so the MCP Python SDK tests cannot run"
-                );
-                return None;
-            }
-            let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/mcp/venv.sh");
-            let out = Command::new("bash")
-                .arg(script)
-                .output()
-                .unwrap_or_else(|e| panic!("cannot run {script}: {e}"));
-            assert!(
-                out.status.success(),
-                "{script} failed ({}): {}",
-                out.status,
-                String::from_utf8_lossy(&out.stderr)
-            );
-            let path = String::from_utf8_lossy(&out.stdout).trim().to_string();
-            Some(PathBuf::from(path))
-        })
+        .get_or_init(|| install("python3", "venv.sh", "the MCP Python SDK"))
         .clone()
+}
+
+/// The directory `node.sh` installed the MCP TypeScript SDK into, installing it on first
+/// use; `None` (with a message) only when this machine has no `node`. Panics when Node is
+/// there but the install fails.
+pub fn sdk_node() -> Option<PathBuf> {
+    static NODE: OnceLock<Option<PathBuf>> = OnceLock::new();
+    NODE.get_or_init(|| install("node", "node.sh", "the MCP TypeScript SDK"))
+        .clone()
+}
+
+/// Runs the installer `script` (under `tests/mcp/`) when `tool` is on this machine, and
+/// returns the path it prints.
+fn install(tool: &str, script: &str, what: &str) -> Option<PathBuf> {
+    if Command::new(tool).arg("--version").output().is_err() {
+        eprintln!("SKIPPED: {tool} is not installed, so the tests of {what} cannot run");
+        return None;
+    }
+    let script = format!("{}/tests/mcp/{script}", env!("CARGO_MANIFEST_DIR"));
+    let out = Command::new("bash")
+        .arg(&script)
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {script}: {e}"));
+    assert!(
+        out.status.success(),
+        "{script} failed ({}): {}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let path = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    Some(PathBuf::from(path))
 }
 
 /// Runs `script` (a file under `tests/mcp/`) with the SDK's python and `args`; returns

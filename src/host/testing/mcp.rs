@@ -214,15 +214,7 @@ impl TestHost {
             let answer = input_answer(request, |params| {
                 self.sample(params.clone(), Id::string(&request.key))
             })
-            .map_err(|e| {
-                Error::Refused(RpcError {
-                    message: format!(
-                        "the plugin's input request {:?} ({}) could not be fulfilled: {}",
-                        request.key, request.method, e.message
-                    ),
-                    ..e
-                })
-            })?;
+            .map_err(|e| crate::host::mcp_input::unfulfilled("the plugin's", request, e))?;
             answers.insert(request.key.clone(), answer);
         }
         Ok(answers)
