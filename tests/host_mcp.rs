@@ -422,7 +422,8 @@ fn executa_call_drives_the_sdk_server() {
     };
     let o = executa(&python, &["call", "add", "--args", r#"{"numbers":[5,6]}"#]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    assert_eq!(stdout_json(&o)["structuredContent"]["total"], 11);
+    // The envelope `executa call` prints for both protocols: `data` is `structuredContent`.
+    assert_eq!(stdout_json(&o)["data"]["total"], 11);
     let o = executa(
         &python,
         &[
@@ -435,14 +436,14 @@ fn executa_call_drives_the_sdk_server() {
         ],
     );
     assert_eq!(o.status.code(), Some(1), "isError is a failure");
-    assert_eq!(stdout_json(&o)["isError"], true);
+    assert_eq!(stdout_json(&o)["success"], false);
     // Sampling answered by the in-memory echo, progress printed on stderr.
     let o = executa(
         &python,
         &["call", "ask", "--args", r#"{"question":"hello?"}"#],
     );
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let answer = &stdout_json(&o)["structuredContent"]["result"];
+    let answer = &stdout_json(&o)["data"]["result"];
     assert_eq!(answer, "executa-echo|endTurn|hello?");
     let o = executa(&python, &["call", "slow", "--args", r#"{"steps":2}"#]);
     assert!(o.status.success());
