@@ -61,6 +61,35 @@ pub(crate) fn for_each_member_knowing<'a>(
     (ws(b, at + 1) == b.len()).then_some(())
 }
 
+/// Calls `element(value)` for each element of the JSON array `text` (white space around it
+/// allowed), the value's text without white space. Returns `None` when `text` is not a JSON
+/// array, or as soon as `element` returns `None`.
+#[cfg(feature = "mcp")]
+pub(crate) fn for_each_element<'a>(
+    text: &'a str,
+    mut element: impl FnMut(&'a str) -> Option<()>,
+) -> Option<()> {
+    let b = text.as_bytes();
+    let mut at = ws(b, 0);
+    if b.get(at) != Some(&b'[') {
+        return None;
+    }
+    at = ws(b, at + 1);
+    if b.get(at) != Some(&b']') {
+        loop {
+            let end = value_end(text, at)?;
+            element(text.get(at..end)?)?;
+            at = ws(b, end);
+            match b.get(at)? {
+                b',' => at = ws(b, at + 1),
+                b']' => break,
+                _ => return None,
+            }
+        }
+    }
+    (ws(b, at + 1) == b.len()).then_some(())
+}
+
 /// The text of `value`, a JSON value already checked (a value [`for_each_member`] gave):
 /// `None` when it is not a string. As it was checked whole, its escapes are valid and its
 /// only unescaped quotes are its first and last bytes, so it is not scanned again: a
@@ -354,6 +383,32 @@ mod tests {
         "12345678901234567890123456789012345678901234567890",
         "\t\r\n{\"k\":\"v\"}\n",
     ];
+
+    #[cfg(feature = "mcp")]
+    #[test]
+    fn elements_are_read_as_members_are() {
+        let all = |text: &str| {
+            let mut seen = Vec::new();
+            for_each_element(text, |v| {
+                seen.push(v.to_owned());
+                Some(())
+            })
+            .map(|()| seen)
+        };
+        assert_eq!(all(" [ ] "), Some(vec![]));
+        assert_eq!(
+            all(r#"[1, "a,]", {"b": [2]} ,null]"#),
+            Some(vec![
+                "1".into(),
+                r#""a,]""#.into(),
+                r#"{"b": [2]}"#.into(),
+                "null".into()
+            ])
+        );
+        assert_eq!(all("{}"), None);
+        assert_eq!(all("[1,]"), None);
+        assert_eq!(all("[1] 2"), None);
+    }
 
     #[test]
     fn valid_text_is_read_as_serde_reads_it() {

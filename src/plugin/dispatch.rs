@@ -532,7 +532,7 @@ fn retarget(
     }
     match owed {
         Owed::First => {}
-        Owed::Asked | Owed::Gone | Owed::Closed => {
+        Owed::Asked(_) | Owed::Gone | Owed::Closed => {
             log::debug!("executa: a tools/call ended with its request answered already");
             frame.clear();
         }

@@ -259,16 +259,21 @@ impl<'de> InvokeParams<'de> {
     /// an array positionally); refuses a duplicate field and a missing `tool`; skips
     /// unknown members. `Err` says why, as serde would have.
     fn read(&mut self, params: &'de str) -> Result<(), String> {
-        self.read_knowing(params, None)
+        self.read_knowing(params, None).map(drop)
     }
 
     /// As [`InvokeParams::read`], where `meta` is an MCP `_meta` value read before: a
     /// `_meta` that is byte for byte the same is not scanned again.
-    fn read_knowing(&mut self, params: &'de str, meta: Option<&str>) -> Result<(), String> {
+    /// Returns whether `_meta` was that value (so it need not be compared again).
+    fn read_knowing(&mut self, params: &'de str, meta: Option<&str>) -> Result<bool, String> {
         let mut why = None;
         let mut seen = 0u16;
+        let met = std::cell::Cell::new(false);
         let known = |key: &str, rest: &str| match meta {
-            Some(meta) if key == "_meta" && rest.starts_with(meta) => Some(meta.len()),
+            Some(meta) if key == "_meta" && rest.starts_with(meta) => {
+                met.set(true);
+                Some(meta.len())
+            }
             _ => None,
         };
         let read = json_scan::for_each_member_knowing(params, known, |key, value| {
@@ -335,7 +340,7 @@ impl<'de> InvokeParams<'de> {
             (_, Some(why)) => Err(why),
             (None, None) => Err("expected a JSON object".to_owned()),
             _ if seen & 1 == 0 => Err("missing field `tool`".to_owned()),
-            _ => Ok(()),
+            _ => Ok(met.get()),
         }
     }
 }
@@ -370,16 +375,20 @@ impl InvokeParts {
         memo: &mut super::mcp::MetaMemo,
     ) -> McpCall<'a> {
         let mut read = InvokeParams::default();
-        if let Err(e) = read.read_knowing(params.unwrap_or("null"), memo.known()) {
-            let msg = format!("invalid tools/call params (expected {{name, arguments}}): {e}");
-            return McpCall {
-                era: super::mcp::era_of(params),
-                parts: Err(Box::new(RpcError::new(codes::INVALID_PARAMS, msg))),
-                retry: None,
-                readable: false,
-            };
-        }
-        let meta = memo.read(read.meta);
+        let met = read.read_knowing(params.unwrap_or("null"), memo.known());
+        let met = match met {
+            Ok(met) => met,
+            Err(e) => {
+                let msg = format!("invalid tools/call params (expected {{name, arguments}}): {e}");
+                return McpCall {
+                    era: super::mcp::era_of(params),
+                    parts: Err(Box::new(RpcError::new(codes::INVALID_PARAMS, msg))),
+                    retry: None,
+                    readable: false,
+                };
+            }
+        };
+        let meta = memo.read(read.meta, met);
         let call = super::mcp::Call::new(&meta);
         let retry = read.request_state.map(|state| Retry {
             state: json_scan::value_text(state),

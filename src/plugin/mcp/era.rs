@@ -44,13 +44,14 @@ impl MetaMemo {
         self.era.as_ref().map(|_| self.text.as_str())
     }
 
-    /// Reads `meta` as [`Meta::read`] does, from the memo when it is the last one read.
-    pub fn read<'a>(&mut self, meta: Option<&'a str>) -> Meta<'a> {
+    /// Reads `meta` as [`Meta::read`] does, from the memo when it is the last one read;
+    /// `met`: the reader found it to be [`MetaMemo::known`] byte for byte already.
+    pub fn read<'a>(&mut self, meta: Option<&'a str>, met: bool) -> Meta<'a> {
         let Some(text) = meta else {
             return Meta::default();
         };
         if let Some(era) = &self.era
-            && self.text == text
+            && (met || self.text == text)
         {
             return Meta {
                 era: Some(era.clone()),
@@ -230,26 +231,31 @@ mod tests {
         let envelope = r#"{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"sampling":{}}}"#;
         assert_eq!(memo.known(), None);
         assert_eq!(
-            memo.read(Some(envelope)).era(),
+            memo.read(Some(envelope), false).era(),
             Era::Stateless { samples: true }
         );
         assert_eq!(memo.known(), Some(envelope));
+        // Met by the reader already: not compared again.
         assert_eq!(
-            memo.read(Some(envelope)).era(),
+            memo.read(Some(envelope), true).era(),
+            Era::Stateless { samples: true }
+        );
+        assert_eq!(
+            memo.read(Some(envelope), false).era(),
             Era::Stateless { samples: true }
         );
         let other = envelope.replace("sampling", "roots");
         assert_eq!(
-            memo.read(Some(&other)).era(),
+            memo.read(Some(&other), false).era(),
             Era::Stateless { samples: false }
         );
         assert_eq!(memo.known(), Some(other.as_str()));
         // With a token: read, never kept.
         let token = r#"{"progressToken":1,"io.modelcontextprotocol/protocolVersion":"2026-07-28"}"#;
-        assert_eq!(memo.read(Some(token)).progress_token, Some("1"));
+        assert_eq!(memo.read(Some(token), false).progress_token, Some("1"));
         assert_eq!(memo.known(), Some(other.as_str()));
         // A session request's `_meta`: not kept either.
-        assert_eq!(memo.read(Some("{}")).era(), Era::Session);
+        assert_eq!(memo.read(Some("{}"), false).era(), Era::Session);
         assert_eq!(memo.known(), Some(other.as_str()));
     }
 

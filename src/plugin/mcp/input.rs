@@ -54,8 +54,6 @@ pub(crate) struct Stateless {
 #[derive(Debug)]
 struct Turn {
     owed: Owed,
-    /// The sealed call waiting for the retry, while `Asked`.
-    ticket: Option<u64>,
     /// The request in flight (the first, then the retry that resumed the call).
     seen: Option<Seen>,
     /// The retry's progress token (the first request's is the call's own).
@@ -67,8 +65,9 @@ struct Turn {
 pub(crate) enum Owed {
     /// The request that started it.
     First,
-    /// None for now: the request was answered with an input request, the retry awaited.
-    Asked,
+    /// None for now: the request was answered with an input request, the retry awaited
+    /// by the sealed call of this number.
+    Asked(u64),
     /// None: the client never retried (or went away); the request was answered.
     Gone,
     /// The retry that answered the last input request (its raw id).
@@ -86,7 +85,6 @@ impl Stateless {
             askable,
             turn: Mutex::new(Turn {
                 owed: Owed::First,
-                ticket: None,
                 seen: Some(seen),
                 token: None,
             }),
@@ -99,7 +97,7 @@ impl Stateless {
     pub fn close(&self, peer: &Peer) -> (Owed, bool) {
         let mut turn = crate::lock::lock(&self.turn);
         let owed = std::mem::replace(&mut turn.owed, Owed::Closed);
-        if let Some(ticket) = turn.ticket.take() {
+        if let Owed::Asked(ticket) = owed {
             peer.pending.forget(ticket);
         }
         let cancelled = turn.seen.take().is_some_and(Seen::finish);
@@ -223,7 +221,7 @@ pub(crate) fn ask(
             Owed::First => first_id.into(),
             Owed::Retry(id) => id.clone(),
             Owed::Closed => return Err(Error::InvokeEnded),
-            Owed::Asked => {
+            Owed::Asked(_) => {
                 return Err(refused(
                     "this tools/call asked its client already and waits for the retry: a \
                      2026-07-28 call carries one input request at a time"
@@ -245,8 +243,7 @@ pub(crate) fn ask(
             .pending
             .register_sealed()
             .map_err(Error::Disconnected)?;
-        turn.owed = Owed::Asked;
-        turn.ticket = Some(ticket.number);
+        turn.owed = Owed::Asked(ticket.number);
         // The request is answered by the input request: a cancellation of it is moot.
         (id, ticket, turn.seen.take())
     };
@@ -257,10 +254,9 @@ pub(crate) fn ask(
     let frame = input_required(&id, number, method, params, &state);
     if let Err(sent) = peer.out.send_timeout(frame, wait) {
         let mut turn = crate::lock::lock(&call.turn);
-        if turn.ticket == Some(number) {
+        if turn.owed == Owed::Asked(number) {
             // Not sent: the request is still owed, by the caller's reply.
             peer.pending.forget(number);
-            turn.ticket = None;
             turn.owed = Owed::Retry(id);
             turn.seen = seen;
         }
@@ -278,8 +274,7 @@ pub(crate) fn ask(
     let answer = match answer {
         Ok(answer) => answer,
         Err(e) => {
-            if turn.ticket == Some(number) {
-                turn.ticket = None;
+            if turn.owed == Owed::Asked(number) {
                 turn.owed = Owed::Gone;
             }
             return Err(if turn.owed == Owed::Closed {
@@ -290,7 +285,6 @@ pub(crate) fn ask(
         }
     };
     let resumed: Resumed<'_> = serde_json::from_str(answer.get())?;
-    turn.ticket = None;
     turn.owed = Owed::Retry(resumed.id.get().into());
     if let Some(resume) = peer.mcp.resumes().take(number) {
         turn.seen = Some(resume.seen);
@@ -386,37 +380,21 @@ fn canonical(raw: &str, out: &mut String, depth: u32) -> Option<()> {
             out.push('}');
         }
         b'[' => {
-            let b = text.as_bytes();
             out.push('[');
-            let mut at = skip_ws(b, 1);
             let mut first = true;
-            while b.get(at) != Some(&b']') {
-                let end = json_scan::value_end(text, at)?;
+            json_scan::for_each_element(text, |v| {
                 if !first {
                     out.push(',');
                 }
                 first = false;
-                canonical(text.get(at..end)?, out, depth + 1)?;
-                at = skip_ws(b, end);
-                match b.get(at)? {
-                    b',' => at = skip_ws(b, at + 1),
-                    b']' => {}
-                    _ => return None,
-                }
-            }
+                canonical(v, out, depth + 1)
+            })?;
             out.push(']');
         }
         b'"' => out.push_str(&serde_json::to_string(&*json_scan::value_text(text)?).ok()?),
         _ => out.push_str(text),
     }
     Some(())
-}
-
-fn skip_ws(b: &[u8], mut at: usize) -> usize {
-    while matches!(b.get(at), Some(b' ' | b'\t' | b'\n' | b'\r')) {
-        at += 1;
-    }
-    at
 }
 
 fn seal_state(sealer: &Sealer, number: u64, expires_ms: u64, bound: &[u8; 16]) -> String {
