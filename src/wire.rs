@@ -441,15 +441,16 @@ pub(crate) fn compact_invoke<T>(
     line: &[u8],
     read_params: impl FnOnce(&str) -> Option<T>,
 ) -> Option<(Range<usize>, Range<usize>, T)> {
-    compact_request(line, INVOKE_TAIL, |_, params| read_params(params))
+    compact_request(line, INVOKE_TAIL, |_, _, params| read_params(params))
 }
 
 /// As [`compact_invoke`], for the request whose method and `params` key are `tail` (one of
-/// [`INVOKE_TAIL`], [`TOOLS_CALL_TAIL`]); `read_params` is given the id's span too.
+/// [`INVOKE_TAIL`], [`TOOLS_CALL_TAIL`]); `read_params` is given the id's span and the
+/// line's text (checked UTF-8) too.
 pub(crate) fn compact_request<T>(
     line: &[u8],
     tail: &[u8],
-    read_params: impl FnOnce(Range<usize>, &str) -> Option<T>,
+    read_params: impl FnOnce(Range<usize>, &str, &str) -> Option<T>,
 ) -> Option<(Range<usize>, Range<usize>, T)> {
     let rest = line.strip_prefix(INVOKE_HEAD)?;
     // The id runs to the first `,"`, where `,"method":"invoke","params":` must follow. A
@@ -493,7 +494,7 @@ pub(crate) fn compact_request<T>(
     if !ok {
         return None;
     }
-    let params = read_params(id.clone(), text.get(start..end)?)?;
+    let params = read_params(id.clone(), text, text.get(start..end)?)?;
     Some((id, start..end, params))
 }
 
@@ -993,7 +994,10 @@ mod tests {
             r#"{"jsonrpc":"2.0","id":-1e3,"method":"tools/call","params":{"name":"x","_meta":{"a":[1]}}}"#,
         ];
         for text in lines {
-            let read = |id: Range<usize>, p: &str| Some((id, p.to_owned()));
+            let read = |id: Range<usize>, line: &str, p: &str| {
+                assert_eq!(line, text);
+                Some((id, p.to_owned()))
+            };
             let (id, params, (id2, p)) =
                 compact_request(text.as_bytes(), TOOLS_CALL_TAIL, read).expect(text);
             assert_eq!(id, id2);
@@ -1012,7 +1016,7 @@ mod tests {
             }
             assert!(compact_invoke(text.as_bytes(), skip_params).is_none());
             let invoke = text.replace("tools/call", "invoke");
-            let skip = |_: Range<usize>, p: &str| skip_params(p);
+            let skip = |_: Range<usize>, _: &str, p: &str| skip_params(p);
             assert!(compact_request(invoke.as_bytes(), TOOLS_CALL_TAIL, skip).is_none());
         }
     }

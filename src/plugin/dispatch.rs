@@ -46,6 +46,17 @@ impl Scratch {
             ..Scratch::default()
         }
     }
+
+    /// The MCP call of this thread's last invoke, emptied, when nothing else holds its
+    /// link: the reader reads its next `tools/call` into it (as it copies lines into the
+    /// kept buffer), so a call it runs itself allocates nothing for its MCP side.
+    #[cfg(feature = "mcp")]
+    pub fn take_call(&mut self) -> Option<Box<super::mcp::Call>> {
+        let link = self.link.as_mut().filter(|l| l.mcp_call().is_some())?;
+        let mut call = Arc::get_mut(link)?.take_mcp()?;
+        *call = super::mcp::Call::default();
+        Some(call)
+    }
 }
 
 /// A failure of the runtime's own request handling is logged within a limit: it could
@@ -362,9 +373,13 @@ impl Service {
         link: &mut Option<Arc<InvokeLink>>,
     ) {
         let tool = &self.tools[parts.tool];
-        // The reader parsed this line, so it is UTF-8 and the spans are JSON values.
-        let all = std::str::from_utf8(line.all()).unwrap_or("");
-        let text = |span: Option<Range<usize>>| span.and_then(|s| all.get(s));
+        // The reader parsed this line, so the spans are JSON values, UTF-8. Only they are
+        // checked again (to have them as `str` without `unsafe`), not the whole line, where
+        // an MCP envelope would be read once more for nothing.
+        let text = |span: Option<Range<usize>>| {
+            span.and_then(|s| line.all().get(s))
+                .and_then(|b| std::str::from_utf8(b).ok())
+        };
         let arguments = text(parts.arguments).unwrap_or("{}");
         let cached = link.take();
         #[cfg(feature = "mcp")]
@@ -379,14 +394,16 @@ impl Service {
             .as_ref()
             .and_then(|c| c.stateless.as_ref())
             .filter(|s| s.askable)
-            .and_then(|_| Some([std::str::from_utf8(id).ok()?, &*tool.spec.name, arguments]));
+            .map(|_| (id, arguments));
         #[cfg(not(feature = "mcp"))]
         let is_mcp = false;
         frame.extend_from_slice(b"{\"jsonrpc\":\"2.0\",\"id\":");
         frame.extend_from_slice(id);
+        #[cfg(feature = "mcp")]
         if is_mcp {
-            frame.extend_from_slice(b",\"result\":");
-        } else {
+            frame.extend_from_slice(super::mcp::RESULT_HEAD);
+        }
+        if !is_mcp {
             frame.extend_from_slice(b",\"result\":{\"success\":true,\"data\":");
         }
         let data_at = frame.len();

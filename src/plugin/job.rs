@@ -373,6 +373,7 @@ impl InvokeParts {
         line: &[u8],
         params: Option<&'a str>,
         memo: &mut super::mcp::MetaMemo,
+        spare: &mut Option<Box<super::mcp::Call>>,
     ) -> McpCall<'a> {
         let mut read = InvokeParams::default();
         let met = read.read_knowing(params.unwrap_or("null"), memo.known());
@@ -389,7 +390,6 @@ impl InvokeParts {
             }
         };
         let meta = memo.read(read.meta, met);
-        let call = super::mcp::Call::new(&meta);
         let retry = read.request_state.map(|state| Retry {
             state: json_scan::value_text(state),
             responses: read.input_responses,
@@ -397,7 +397,10 @@ impl InvokeParts {
         });
         let parts = match InvokeParts::from_params(tools, line, &mut read) {
             Ok(mut parts) => {
-                parts.mcp = Some(Box::new(call));
+                // A box the reader kept is empty (`Scratch::take_call`): filled in place.
+                let mut call = spare.take().unwrap_or_default();
+                call.read(&meta);
+                parts.mcp = Some(call);
                 Ok(parts)
             }
             Err(mut error) => {

@@ -94,6 +94,8 @@ pub(crate) fn start<R: Read + Send + 'static>(
             shut: false,
             #[cfg(feature = "mcp")]
             meta_memo: std::cell::RefCell::default(),
+            #[cfg(feature = "mcp")]
+            spare_call: std::cell::Cell::default(),
         },
         batch: Batch::default(),
         spent: 0,
@@ -285,6 +287,10 @@ fn read_loop<R: Read + Send + 'static>(mut state: Box<ReadState<R>>) {
                     // allocation per hand-off, not worth the code.)
                     debug_assert!(state.reader.spare.is_none());
                     state.reader.spare = scratch.line.as_mut().and_then(Option::take);
+                    #[cfg(feature = "mcp")]
+                    if let Some(call) = scratch.take_call() {
+                        state.reader.spare_call.set(Some(call));
+                    }
                 }
                 None => return,
             },
@@ -463,6 +469,9 @@ struct Reader {
     /// The last 2026-07-28 envelope read (MCP's `tools/call`).
     #[cfg(feature = "mcp")]
     meta_memo: std::cell::RefCell<super::mcp::MetaMemo>,
+    /// An MCP call's box for the next `tools/call` read (see `Scratch::take_call`).
+    #[cfg(feature = "mcp")]
+    spare_call: std::cell::Cell<Option<Box<super::mcp::Call>>>,
 }
 
 impl Reader {
@@ -476,8 +485,9 @@ impl Reader {
         let read = match compact {
             Some((id, _, parts)) => Parsed::Invoke(id, parts),
             #[cfg(feature = "mcp")]
-            None => wire::compact_request(line, wire::TOOLS_CALL_TAIL, |id, params| {
-                self.tools_call(line, id, Some(params), true)
+            None => wire::compact_request(line, wire::TOOLS_CALL_TAIL, |id, text, params| {
+                let raw = text.get(id.clone())?;
+                self.tools_call(line, (id, raw), Some(params), true)
             })
             .map_or_else(|| self.classify(line), |(_, _, parsed)| parsed),
             #[cfg(not(feature = "mcp"))]
@@ -591,7 +601,8 @@ impl Reader {
                 let params = params.map(|p| p.get());
                 #[cfg(feature = "mcp")]
                 if method == "tools/call"
-                    && let Some(parsed) = self.tools_call(line, id.clone(), params, false)
+                    && let Some(parsed) =
+                        self.tools_call(line, (id.clone(), raw.get()), params, false)
                 {
                     return parsed;
                 }
@@ -700,27 +711,27 @@ impl Reader {
     /// Reads an MCP `tools/call`: an invoke of a 2026-07-28 request or of an MCP session,
     /// a retry that resumes a call waiting for its client (settled here, as an answer is),
     /// or a refusal; `None` when neither era serves it (an Executa host's, answered as an
-    /// unknown method). `strict`: the prefix reader's call, which leaves params that do not
-    /// read to the full parse (`None`), as it does an invoke's.
+    /// unknown method). `(id, raw)`: the id's span in `line` and its text. `strict`: the
+    /// prefix reader's call, which leaves params that do not read to the full parse
+    /// (`None`), as it does an invoke's.
     #[cfg(feature = "mcp")]
     fn tools_call(
         &self,
         line: &[u8],
-        id: Range<usize>,
+        (id, raw): (Range<usize>, &str),
         params: Option<&str>,
         strict: bool,
     ) -> Option<Parsed> {
         use super::mcp::{Era, Stateless};
-        const SAMPLING: &str = "sampling/createMessage";
         let peer = &self.svc.peer;
         let mut memo = self.meta_memo.borrow_mut();
-        let read = InvokeParts::read_mcp(&self.svc.tools, line, params, &mut memo);
+        let mut spare = self.spare_call.take();
+        let mut read = InvokeParts::read_mcp(&self.svc.tools, line, params, &mut memo, &mut spare);
+        self.spare_call.set(spare);
         drop(memo);
         if strict && !read.readable {
             return None;
         }
-        // The parsed id's text, which the line holds.
-        let raw = std::str::from_utf8(line.get(id.clone())?).ok()?;
         let reject = |error: RpcError| {
             let id =
                 serde_json::from_str::<&RawValue>(raw).map_or_else(|_| Id::null(), Id::from_raw);
@@ -732,9 +743,9 @@ impl Reader {
             Era::Unsupported(v) => return reject(super::mcp::unsupported(v)),
             Era::Stateless { samples } => Some(*samples),
         };
-        let mut parts = read.parts;
-        let Ok(p) = &mut parts else {
-            return Some(Parsed::Invoke(id, parts));
+        // The parts stay where they were read until the one move into the answer.
+        let Ok(p) = &mut read.parts else {
+            return Some(Parsed::Invoke(id, read.parts));
         };
         let name = &*self.svc.tools[p.tool].spec.name;
         if let (Some(retry), Some(_)) = (read.retry, samples) {
@@ -761,14 +772,14 @@ impl Reader {
             let seen = peer.mcp.seen(raw);
             match samples {
                 Some(samples) => {
-                    let askable = samples
-                        && crate::protocol::gate(SAMPLING, &peer.capabilities, true).is_ok();
-                    call.stateless = Some(Stateless::new(samples, askable, seen));
+                    let askable = samples && peer.mcp.plugin_samples(&peer.capabilities);
+                    let tool = &self.svc.tools[p.tool].name;
+                    call.stateless = Some(Stateless::new(samples, askable, seen, tool));
                 }
                 None => call.seen = Some(seen),
             }
         }
-        Some(Parsed::Invoke(id, parts))
+        Some(Parsed::Invoke(id, read.parts))
     }
 
     /// Queues a job for the dispatch side, or refuses it (see [`Reader::enqueue`]). The

@@ -24,22 +24,22 @@ pub(crate) struct Call {
 
 impl Call {
     /// The call whose params carried `meta` (`_meta`, read).
+    #[cfg(test)]
     pub fn new(meta: &Meta<'_>) -> Call {
+        let mut call = Call::default();
+        call.read(meta);
+        call
+    }
+
+    /// Fills an empty call (`Call::default()`) with what the params' `_meta` says.
+    pub fn read(&mut self, meta: &Meta<'_>) {
         // The spec's token is a string or an integer: anything else sends no progress.
         // It is echoed byte for byte as received (a number past u64 read as a float
         // would come back as `1e+30`); a string's or a number's text is one line.
-        let token = meta
-            .progress_token
-            .filter(|t| {
-                t.starts_with('"')
-                    || t.starts_with('-')
-                    || t.starts_with(|c: char| c.is_ascii_digit())
-            })
-            .map(Into::into);
-        Call {
-            progress_token: token,
-            seen: None,
-            stateless: None,
+        if let Some(token) = meta.progress_token.filter(|t| {
+            t.starts_with('"') || t.starts_with('-') || t.starts_with(|c: char| c.is_ascii_digit())
+        }) {
+            self.progress_token = Some(token.into());
         }
     }
 
@@ -49,64 +49,68 @@ impl Call {
     }
 }
 
-/// Turns a handler's data, written in `frame` from `data_at` on, into a `CallToolResult`
-/// and ends the frame: a `text` block with the JSON (a string result: its text), and the
-/// value itself as `structuredContent` when it is an object.
+/// What comes before a handler's data in a `tools/call` reply, after the id: the data is
+/// `structuredContent` when it is an object, the common case, which then stays where the
+/// handler wrote it ([`finish`]).
+pub(crate) const RESULT_HEAD: &[u8] = br#","result":{"structuredContent":"#;
+const STRUCTURED: usize = br#""structuredContent":"#.len();
+
+/// Turns a handler's data, written in `frame` from `data_at` on, behind [`RESULT_HEAD`],
+/// into a `CallToolResult` and ends the frame: the value itself as `structuredContent`
+/// when it is an object, and a `text` block with the JSON (a string result: its text).
 ///
-/// Built in the frame itself, with no second buffer: the result's head and text block are
-/// written after the data, then rotated in front of it (the hot path of `tools/call`).
+/// Built in the frame itself, with no second buffer (the hot path of `tools/call`): an
+/// object stays in place and its text block is written after it; any other value is
+/// replaced by its text block, moved down over it. Each piece is one constant.
 pub(crate) fn finish(frame: &mut Vec<u8>, data_at: usize, stateless: bool) {
     let end = frame.len();
     let first = frame.get(data_at).copied();
-    frame.push(b'{');
-    if stateless {
-        frame.extend_from_slice(br#""resultType":"complete","#);
-    }
-    frame.extend_from_slice(br#""content":[{"type":"text","text":"#);
+    let structured = first == Some(b'{');
+    frame.extend_from_slice(match structured {
+        true => br#","content":[{"type":"text","text":"#,
+        false => br#""content":[{"type":"text","text":"#,
+    });
     if first == Some(b'"') {
         // Already a JSON string: its text is the block's text.
         frame.extend_from_within(data_at..end);
     } else {
         escape_in_place(frame, data_at..end);
     }
-    frame.extend_from_slice(b"}]");
-    let structured = first == Some(b'{');
-    if structured {
-        frame.extend_from_slice(br#","structuredContent":"#);
-    }
-    frame[data_at..].rotate_left(end - data_at);
+    frame.extend_from_slice(match stateless {
+        true => b"}],\"resultType\":\"complete\"}}\n",
+        false => b"}]}}\n",
+    });
     if !structured {
-        frame.truncate(frame.len() - (end - data_at));
+        // `"structuredContent":` and the data give way to what was written after them.
+        frame.drain(data_at - STRUCTURED..end);
     }
-    frame.extend_from_slice(b"}}\n");
 }
 
 /// Appends the JSON text at `json` (a range of `frame`) to `frame` as a JSON string. Valid
 /// JSON text holds control characters only as white space (its strings escape theirs) and
 /// no invalid UTF-8; where there is white space, the general escaper writes it. Otherwise
-/// only `"` and `\` need a backslash: counted first, so the string is written in one pass
-/// into room made once.
+/// only `"` and `\` need a backslash: the string is written in one pass into room made
+/// for the worst case (every byte escaped), then cut to length.
 fn escape_in_place(frame: &mut Vec<u8>, json: std::ops::Range<usize>) {
-    let src = &frame[json.clone()];
-    if src.iter().any(|&b| b < 0x20) {
-        let text = String::from_utf8_lossy(src).into_owned();
-        return crate::json_text::write_str(frame, &text);
-    }
-    let escapes = src.iter().filter(|&&b| b == b'"' || b == b'\\').count();
     let start = frame.len();
-    frame.resize(start + json.len() + escapes + 2, b'"');
-    let (head, tail) = frame.split_at_mut(start);
-    let (mut src, mut out) = (&head[json], &mut tail[1..]);
-    // Runs between the bytes to escape are copied whole.
-    while let Some(at) = src.iter().position(|&b| b == b'"' || b == b'\\') {
-        let (run, rest) = src.split_at(at + 1);
-        let (to, after) = std::mem::take(&mut out).split_at_mut(at + 2);
-        to[..at].copy_from_slice(&run[..at]);
-        to[at] = b'\\';
-        to[at + 1] = run[at];
-        (src, out) = (rest, after);
+    frame.resize(start + 2 * json.len() + 2, b'"');
+    let (head, tail) = frame.split_at_mut(start + 1);
+    let mut len = 0;
+    for &b in &head[json.clone()] {
+        if b < 0x20 {
+            frame.truncate(start);
+            let text = String::from_utf8_lossy(&frame[json]).into_owned();
+            return crate::json_text::write_str(frame, &text);
+        }
+        if b == b'"' || b == b'\\' {
+            tail[len] = b'\\';
+            len += 1;
+        }
+        tail[len] = b;
+        len += 1;
     }
-    out[..src.len()].copy_from_slice(src);
+    // The closing quote is the room's first byte after the text.
+    frame.truncate(start + len + 2);
 }
 
 /// A failed `tools/call` as MCP wants tool failures: a result with `isError: true` and the
@@ -226,7 +230,8 @@ mod tests {
     use serde_json::value::RawValue;
 
     fn result_of(data: &str) -> Value {
-        let mut frame = br#"{"jsonrpc":"2.0","id":1,"result":"#.to_vec();
+        let mut frame = br#"{"jsonrpc":"2.0","id":1"#.to_vec();
+        frame.extend_from_slice(RESULT_HEAD);
         let at = frame.len();
         frame.extend_from_slice(data.as_bytes());
         finish(&mut frame, at, false);
@@ -252,7 +257,8 @@ mod tests {
                 false => assert!(r.get("structuredContent").is_none()),
             }
         }
-        let mut frame = br#"{"jsonrpc":"2.0","id":1,"result":"#.to_vec();
+        let mut frame = br#"{"jsonrpc":"2.0","id":1"#.to_vec();
+        frame.extend_from_slice(RESULT_HEAD);
         let at = frame.len();
         frame.extend_from_slice(br#"{"k":1}"#);
         finish(&mut frame, at, true);

@@ -109,8 +109,11 @@ impl<'a> Meta<'a> {
 
     /// The era of the request.
     pub fn era(&self) -> Era {
-        if let Some(era) = &self.era {
-            return era.clone();
+        match &self.era {
+            // Every 2026-07-28 call comes here: no clone call for it.
+            Some(Era::Stateless { samples }) => return Era::Stateless { samples: *samples },
+            Some(era) => return era.clone(),
+            None => {}
         }
         let Some(version) = &self.version else {
             return Era::Session;

@@ -2,43 +2,73 @@
 //! spec has a cancellation for a request not seen (or answered already) ignored, so one
 //! counts only for a call read before it and not answered yet.
 //!
-//! A call is entered as the reader reads it, with a flag its [`Seen`] shares; the entry
-//! holds the flag weakly, so it is dead as soon as the `Seen` drops, which travels in the
-//! call's job: whatever ends the call (its reply, a refusal as `BUSY` or `SHUTTING_DOWN`, a
-//! panic, the plugin exiting) drops the job and so ends the entry, with no code of its own
-//! on that path. Dead entries are swept out as the list grows: it holds at most twice the
-//! calls alive at the last sweep (and at least [`SWEEP_AT`]), and those are as many as the
-//! calls held in the request queue, the waiting list and the running handlers, which the
-//! intake budget bounds (`intake.rs`, `pool.rs`). Ending a call takes no lock.
+//! A call is entered as the reader reads it, with a flag its [`Seen`] shares: the entry and
+//! the `Seen` hold it together, so the call is in flight while the flag has two owners.
+//! The `Seen` travels in the call's job: whatever ends the call (its reply, a refusal as
+//! `BUSY` or `SHUTTING_DOWN`, a panic, the plugin exiting) drops the job and so ends the
+//! entry, with no code of its own on that path. Ending a call takes no lock.
+//!
+//! An ended entry is taken again, flag and all, by a call read later (the hot path of
+//! `tools/call` allocates nothing once warm): the search starts after the last entry taken,
+//! where the oldest calls are, so it usually stops at once. The list grows only when every
+//! entry is in flight, so it holds at most as many entries as calls were ever in flight at
+//! once, and those are bounded by the intake budget (`intake.rs`, `pool.rs`); ended entries
+//! at its end beyond [`SWEEP_AT`] are dropped as calls are entered, so a burst's go with it.
 
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::sync::atomic::{AtomicBool, Ordering, fence};
+use std::sync::{Arc, Mutex, MutexGuard};
 
-/// The list is swept no sooner than at this length.
+/// Ended entries at the end of the list are dropped only beyond this length.
 const SWEEP_AT: usize = 64;
 
-/// The calls in flight, and some that ended since the last sweep.
+/// The calls in flight, and entries of calls that ended, kept for the next.
 #[derive(Default)]
 pub(crate) struct Flight(Mutex<Calls>);
 
 #[derive(Default)]
 struct Calls {
-    /// Raw id text, and the call's cancellation flag (dead once the call ended).
-    entries: Vec<(IdText, Weak<AtomicBool>)>,
-    /// The length at which the next sweep runs.
-    sweep_at: usize,
+    /// Raw id text, and the call's cancellation flag (shared with its `Seen` while the
+    /// call is in flight).
+    entries: Vec<(IdText, Arc<AtomicBool>)>,
+    /// Where the search for an ended entry starts.
+    next: usize,
+}
+
+/// Whether the call of an entry has ended: its `Seen` dropped its share of the flag.
+fn ended(flag: &Arc<AtomicBool>) -> bool {
+    Arc::strong_count(flag) == 1
 }
 
 impl Flight {
     /// Enters the call with raw id `id`; it is in flight until the returned [`Seen`] drops.
     pub fn seen(&self, id: &str) -> Seen {
-        let flag = Arc::new(AtomicBool::new(false));
         let mut calls = self.lock();
-        if calls.entries.len() >= calls.sweep_at.max(SWEEP_AT) {
-            calls.entries.retain(|(_, flag)| flag.strong_count() > 0);
-            calls.sweep_at = 2 * calls.entries.len();
+        let Calls { entries, next } = &mut *calls;
+        let len = entries.len();
+        let start = (*next).min(len);
+        let free = (start..len)
+            .chain(0..start)
+            .find(|&at| entries.get(at).is_some_and(|(_, flag)| ended(flag)));
+        let flag = match free.and_then(|at| Some((at, entries.get_mut(at)?))) {
+            Some((at, (text, flag))) => {
+                *next = at + 1;
+                // The `Seen` that held it dropped its share with a release: its last look
+                // at the flag comes before this reset.
+                fence(Ordering::Acquire);
+                flag.store(false, Ordering::Relaxed);
+                text.set(id);
+                flag.clone()
+            }
+            None => {
+                let flag = Arc::new(AtomicBool::new(false));
+                entries.push((IdText::new(id), flag.clone()));
+                *next = entries.len();
+                flag
+            }
+        };
+        while entries.len() > SWEEP_AT.max(*next) && entries.last().is_some_and(|(_, f)| ended(f)) {
+            entries.pop();
         }
-        calls.entries.push((IdText::new(id), Arc::downgrade(&flag)));
         Seen(flag)
     }
 
@@ -47,7 +77,8 @@ impl Flight {
         let calls = self.lock();
         let mut found = false;
         for (_, flag) in calls.entries.iter().filter(|(seen, _)| seen.is(id)) {
-            if let Some(flag) = flag.upgrade() {
+            // An ended entry's flag is reset when it is taken again (under this lock).
+            if !ended(flag) {
                 flag.store(true, Ordering::Release);
                 found = true;
             }
@@ -85,6 +116,17 @@ impl IdText {
                 IdText::Short(len, short)
             }
             _ => IdText::Long(id.into()),
+        }
+    }
+
+    /// Makes this the text of `id`, in place where it fits.
+    fn set(&mut self, id: &str) {
+        match self {
+            IdText::Short(len, bytes) if id.len() <= SHORT_ID => {
+                bytes[..id.len()].copy_from_slice(id.as_bytes());
+                *len = id.len() as u8;
+            }
+            _ => *self = IdText::new(id),
         }
     }
 
@@ -150,6 +192,28 @@ mod tests {
         assert!(flight.kept() <= 2 * SWEEP_AT, "{} kept", flight.kept());
         assert!(flight.cancel("alive"), "a call alive is never swept");
         assert!(alive.finish());
+    }
+
+    #[test]
+    fn an_ended_entry_is_taken_again_uncancelled_under_its_new_id() {
+        let flight = Flight::default();
+        let one = flight.seen("1");
+        assert!(flight.cancel("1"));
+        assert!(one.finish());
+        let two = flight.seen("2");
+        assert_eq!(flight.kept(), 1, "the ended entry was taken again");
+        assert!(!two.is_cancelled(), "its flag starts afresh");
+        assert!(!flight.cancel("1"), "the old id is gone with its call");
+        assert!(flight.cancel("2"));
+        assert!(two.finish());
+        // With calls in flight, a new one gets an entry of its own.
+        let calls: Vec<Seen> = (0..3).map(|i| flight.seen(&i.to_string())).collect();
+        assert_eq!(flight.kept(), 3);
+        assert!(flight.cancel("1"));
+        assert_eq!(
+            calls.iter().map(Seen::is_cancelled).collect::<Vec<_>>(),
+            [false, true, false]
+        );
     }
 
     #[test]

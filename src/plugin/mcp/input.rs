@@ -11,7 +11,7 @@
 //! waiting, and is bound to the tool and its arguments; a forged, replayed, expired or
 //! rebound one is refused before it reaches any call.
 
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde::Deserialize;
@@ -21,6 +21,7 @@ use crate::error::{Error, Result, RpcError, codes};
 use crate::json_scan;
 use crate::writer::SendFailure;
 
+use super::super::reverse::pending::Pending;
 use super::super::reverse::{Peer, wait_for_answer};
 use super::Seen;
 use super::seal::Sealer;
@@ -46,6 +47,8 @@ pub(crate) struct Stateless {
     /// Whether a call to the client can happen (the plugin declares sampling and the client
     /// samples): then the invoke keeps what an input request binds (`bind`).
     pub askable: bool,
+    /// The tool's name, which an input request binds, when `askable`.
+    tool: Option<Arc<str>>,
     turn: Mutex<Turn>,
 }
 
@@ -77,12 +80,13 @@ pub(crate) enum Owed {
 }
 
 impl Stateless {
-    /// The state of a call read with request `seen`; `askable`: whether it may ever ask
-    /// its client.
-    pub fn new(samples: bool, askable: bool, seen: Seen) -> Self {
+    /// The state of a call of `tool` read with request `seen`; `askable`: whether it may
+    /// ever ask its client.
+    pub fn new(samples: bool, askable: bool, seen: Seen, tool: &Arc<str>) -> Self {
         Stateless {
             samples,
             askable,
+            tool: askable.then(|| tool.clone()),
             turn: Mutex::new(Turn {
                 owed: Owed::First,
                 seen: Some(seen),
@@ -95,10 +99,21 @@ impl Stateless {
     /// client cancelled that request. An input request still waiting is forgotten, so a
     /// retry for it is refused and a thread still waiting on it wakes.
     pub fn close(&self, peer: &Peer) -> (Owed, bool) {
+        self.close_with(&peer.pending, peer.mcp.resumes())
+    }
+
+    /// [`Stateless::close`], given the pending calls and the retries' hand-overs. A retry
+    /// that settled the input request while the thread that asked had not taken its answer
+    /// yet is the request the reply goes to: it resumed the call, which ends now.
+    fn close_with(&self, pending: &Pending, resumes: &Resumes) -> (Owed, bool) {
         let mut turn = crate::lock::lock(&self.turn);
-        let owed = std::mem::replace(&mut turn.owed, Owed::Closed);
-        if let Owed::Asked(ticket) = owed {
-            peer.pending.forget(ticket);
+        let mut owed = std::mem::replace(&mut turn.owed, Owed::Closed);
+        if let Owed::Asked(ticket) = owed
+            && !pending.forget(ticket)
+            && let Some(resume) = resumes.take(ticket)
+        {
+            owed = Owed::Retry(resume.id);
+            turn.seen = Some(resume.seen);
         }
         let cancelled = turn.seen.take().is_some_and(Seen::finish);
         (owed, cancelled)
@@ -116,21 +131,20 @@ impl Stateless {
     }
 }
 
-/// Writes what an input request binds into `text`: the request id (raw), the tool's name
-/// and its arguments (raw), NUL-separated (none can hold a NUL).
-pub(crate) fn bind(text: &mut String, [id, name, arguments]: [&str; 3]) {
-    for (at, part) in [id, name, arguments].into_iter().enumerate() {
-        if at > 0 {
-            text.push('\0');
-        }
-        text.push_str(part);
-    }
+/// Writes what an input request binds of a call into `text`, besides its tool: the
+/// request id and the arguments, both raw JSON. Every 2026-07-28 call of a plugin that
+/// samples runs this: two copies, no separator (the id's JSON says where it ends).
+/// The text is kept as bytes: it is read as text only when the call asks.
+pub(crate) fn bind(text: &mut Vec<u8>, id: &[u8], arguments: &str) {
+    text.extend_from_slice(id);
+    text.extend_from_slice(arguments.as_bytes());
 }
 
-/// The parts [`bind`] wrote: request id, tool name, arguments.
-fn bound(text: &str) -> Option<(&str, &str, &str)> {
-    let mut parts = text.splitn(3, '\0');
-    Some((parts.next()?, parts.next()?, parts.next()?))
+/// The parts [`bind`] wrote: request id, arguments.
+fn bound(bytes: &[u8]) -> Option<(&str, &str)> {
+    let text = std::str::from_utf8(bytes).ok()?;
+    let end = json_scan::value_end(text, 0)?;
+    Some((text.get(..end)?, text.get(end..)?))
 }
 
 /// What a valid retry hands the waiting call: the retry's id, and the client's response to
@@ -152,6 +166,8 @@ pub(crate) struct Resumes(Mutex<Vec<Resume>>);
 /// What the retry that settled call `ticket` hands it.
 struct Resume {
     ticket: u64,
+    /// The retry's id (raw).
+    id: Box<str>,
     seen: Seen,
     token: Option<Box<str>>,
 }
@@ -197,13 +213,14 @@ pub(crate) struct Retried<'a> {
 pub(crate) fn ask(
     peer: &Peer,
     call: &Stateless,
-    bound_text: &str,
+    bound_text: &[u8],
     method: &str,
     params: &[u8],
     wait: Duration,
 ) -> Result<Box<RawValue>> {
     let started = Instant::now();
-    let Some((first_id, name, arguments)) = bound(bound_text).filter(|_| call.askable) else {
+    let parts = call.tool.as_deref().zip(bound(bound_text));
+    let Some((name, (first_id, arguments))) = parts.filter(|_| call.askable) else {
         return Err(refused(format!(
             "`{method}` cannot reach this client: it did not declare the capability in its \
              request, or the manifest does not"
@@ -284,6 +301,10 @@ pub(crate) fn ask(
             });
         }
     };
+    if turn.owed == Owed::Closed {
+        // The invoke ended as the retry came: its reply went to the retry (`close_with`).
+        return Err(Error::InvokeEnded);
+    }
     let resumed: Resumed<'_> = serde_json::from_str(answer.get())?;
     turn.owed = Owed::Retry(resumed.id.get().into());
     if let Some(resume) = peer.mcp.resumes().take(number) {
@@ -456,6 +477,7 @@ pub(crate) fn on_retry(peer: &Peer, retry: Retried<'_>) -> std::result::Result<(
                 Ok(raw) => {
                     peer.mcp.resumes().put(Resume {
                         ticket: number,
+                        id: id.into(),
                         seen,
                         token,
                     });
@@ -515,10 +537,64 @@ mod tests {
 
     #[test]
     fn what_an_input_request_binds_reads_back() {
-        let mut text = String::from("old");
+        let mut text = b"old".to_vec();
         text.clear();
-        bind(&mut text, ["\"x\"", "sample", r#"{"a":"b"}"#]);
-        assert_eq!(bound(&text), Some(("\"x\"", "sample", r#"{"a":"b"}"#)));
-        assert_eq!(bound(""), None);
+        bind(&mut text, b"\"x{\"", r#"{"a":"b"}"#);
+        assert_eq!(bound(&text), Some(("\"x{\"", r#"{"a":"b"}"#)));
+        text.clear();
+        bind(&mut text, b"-12.5e3", "{}");
+        assert_eq!(bound(&text), Some(("-12.5e3", "{}")));
+        assert_eq!(bound(b""), None);
+    }
+
+    /// A stateless call whose input request is `number`, waiting.
+    fn asked(flight: &super::super::flight::Flight, number: u64) -> Stateless {
+        let call = Stateless::new(true, true, flight.seen("1"), &Arc::from("t"));
+        crate::lock::lock(&call.turn).owed = Owed::Asked(number);
+        call
+    }
+
+    #[test]
+    fn an_invoke_ending_as_its_retry_settles_replies_to_the_retry() {
+        let (pending, resumes) = (Pending::new("ex-", None, None), Resumes::default());
+        let flight = super::super::flight::Flight::default();
+        let Ok(ticket) = pending.register_sealed() else {
+            panic!("a fresh table takes a call")
+        };
+        let call = asked(&flight, ticket.number);
+        // The retry hands its id over and settles the call, whose thread has not woken.
+        resumes.put(Resume {
+            ticket: ticket.number,
+            id: "\"r\"".into(),
+            seen: flight.seen("\"r\""),
+            token: None,
+        });
+        let raw = RawValue::from_string("{}".to_owned()).map_err(|_| RpcError::new(0, ""));
+        assert!(pending.settle_sealed(ticket.number, raw));
+        assert_eq!(
+            call.close_with(&pending, &resumes),
+            (Owed::Retry("\"r\"".into()), false)
+        );
+        assert!(
+            resumes.take(ticket.number).is_none(),
+            "the hand-over was used"
+        );
+    }
+
+    #[test]
+    fn an_invoke_ending_before_its_retry_refuses_the_retry() {
+        let (pending, resumes) = (Pending::new("ex-", None, None), Resumes::default());
+        let flight = super::super::flight::Flight::default();
+        let Ok(ticket) = pending.register_sealed() else {
+            panic!("a fresh table takes a call")
+        };
+        let call = asked(&flight, ticket.number);
+        let (owed, _) = call.close_with(&pending, &resumes);
+        assert_eq!(owed, Owed::Asked(ticket.number));
+        let raw = RawValue::from_string("{}".to_owned()).map_err(|_| RpcError::new(0, ""));
+        assert!(
+            !pending.settle_sealed(ticket.number, raw),
+            "the call was forgotten"
+        );
     }
 }

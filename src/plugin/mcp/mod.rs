@@ -14,7 +14,7 @@ mod schema;
 mod seal;
 mod tools;
 
-pub(crate) use call::{Call, finish, progress_params, reverse_gate, tool_error};
+pub(crate) use call::{Call, RESULT_HEAD, finish, progress_params, reverse_gate, tool_error};
 pub(crate) use era::{Era, MetaMemo, discover_reply, era_of, unsupported};
 pub(crate) use input::{Owed, Retried, Stateless, ask, bind, on_retry};
 
@@ -49,6 +49,9 @@ pub(crate) struct State {
     sealer: OnceLock<seal::Sealer>,
     /// What retries hand the calls they resume (2026-07-28).
     resumes: input::Resumes,
+    /// Whether the manifest lets a handler sample at all, read once: every 2026-07-28 call
+    /// asks it.
+    plugin_samples: OnceLock<bool>,
 }
 
 impl State {
@@ -64,6 +67,14 @@ impl State {
     /// The process's `requestState` sealer.
     pub fn sealer(&self) -> &seal::Sealer {
         self.sealer.get_or_init(seal::Sealer::new)
+    }
+
+    /// Whether the manifest declares what sampling needs (`declared`: its
+    /// host_capabilities, the same on every call).
+    pub fn plugin_samples(&self, declared: &[String]) -> bool {
+        *self
+            .plugin_samples
+            .get_or_init(|| crate::protocol::gate("sampling/createMessage", declared, true).is_ok())
     }
 
     /// What retries hand the calls they resume.

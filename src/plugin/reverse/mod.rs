@@ -78,10 +78,10 @@ pub(crate) struct InvokeLink {
     /// Set when the invoke is an MCP `tools/call`.
     #[cfg(feature = "mcp")]
     mcp: Option<Box<super::mcp::Call>>,
-    /// What a 2026-07-28 call's input request needs of it (request id, tool, arguments),
+    /// What a 2026-07-28 call's input request needs of it (request id, arguments),
     /// when it may make one: kept in the link, whose buffer the next invoke reuses.
     #[cfg(feature = "mcp")]
-    bound: String,
+    bound: Vec<u8>,
 }
 
 impl InvokeLink {
@@ -93,7 +93,7 @@ impl InvokeLink {
         invoke_id: Option<&str>,
         deadline: Option<SystemTime>,
         #[cfg(feature = "mcp")] mcp: Option<Box<super::mcp::Call>>,
-        #[cfg(feature = "mcp")] bound: Option<[&str; 3]>,
+        #[cfg(feature = "mcp")] bound: Option<(&[u8], &str)>,
         peer: &Arc<Peer>,
     ) -> Arc<Self> {
         if let Some(mut link) = cached
@@ -111,8 +111,8 @@ impl InvokeLink {
             {
                 l.mcp = mcp;
                 l.bound.clear();
-                if let Some(parts) = bound {
-                    super::mcp::bind(&mut l.bound, parts);
+                if let Some((id, arguments)) = bound {
+                    super::mcp::bind(&mut l.bound, id, arguments);
                 }
             }
             *l.ended.get_mut() = false;
@@ -134,9 +134,9 @@ impl InvokeLink {
             #[cfg(feature = "mcp")]
             mcp,
             #[cfg(feature = "mcp")]
-            bound: bound.map_or_else(String::new, |parts| {
-                let mut text = String::new();
-                super::mcp::bind(&mut text, parts);
+            bound: bound.map_or_else(Vec::new, |(id, arguments)| {
+                let mut text = Vec::new();
+                super::mcp::bind(&mut text, id, arguments);
                 text
             }),
         })
@@ -150,6 +150,12 @@ impl InvokeLink {
     #[cfg(feature = "mcp")]
     pub fn mcp_call(&self) -> Option<&super::mcp::Call> {
         self.mcp.as_deref()
+    }
+
+    /// Takes the MCP side out of a link no handle shares any more (its invoke ended).
+    #[cfg(feature = "mcp")]
+    pub fn take_mcp(&mut self) -> Option<Box<super::mcp::Call>> {
+        self.mcp.take()
     }
 
     /// What `initialize` negotiated for the connection the invoke came on.
