@@ -350,7 +350,7 @@ impl Service {
         // A 2026-07-28 call that asked its client answers the retry that resumed it.
         #[cfg(feature = "mcp")]
         if ran {
-            retarget(frame, id, scratch.link.as_deref(), &self.peer);
+            retarget(frame, id, scratch.link.as_mut(), &self.peer);
         }
         // MCP: a request the client cancelled is not answered (the spec's SHOULD NOT).
         #[cfg(feature = "mcp")]
@@ -533,15 +533,25 @@ impl Service {
 fn retarget(
     frame: &mut Vec<u8>,
     id: &[u8],
-    link: Option<&InvokeLink>,
+    link: Option<&mut Arc<InvokeLink>>,
     peer: &super::reverse::Peer,
 ) {
     use super::mcp::Owed;
-    let call = link.and_then(InvokeLink::mcp_call);
-    let Some(stateless) = call.and_then(|c| c.stateless.as_ref()) else {
+    let Some(link) = link else { return };
+    // Most calls end with no handle left to their invoke: their state is read unlocked.
+    let closed = match Arc::get_mut(link) {
+        Some(alone) => alone
+            .mcp_call_mut()
+            .and_then(|c| c.stateless.as_mut())
+            .map(|s| s.close_alone(peer)),
+        None => link
+            .mcp_call()
+            .and_then(|c| c.stateless.as_ref())
+            .map(|s| s.close(peer)),
+    };
+    let Some((owed, cancelled)) = closed else {
         return;
     };
-    let (owed, cancelled) = stateless.close(peer);
     if cancelled {
         // The spec's SHOULD NOT answer a cancelled request.
         frame.clear();

@@ -96,6 +96,8 @@ pub(crate) fn start<R: Read + Send + 'static>(
             meta_memo: std::cell::RefCell::default(),
             #[cfg(feature = "mcp")]
             spare_call: std::cell::Cell::default(),
+            #[cfg(feature = "mcp")]
+            flight: super::mcp::Flight::default(),
         },
         batch: Batch::default(),
         spent: 0,
@@ -472,6 +474,9 @@ struct Reader {
     /// An MCP call's box for the next `tools/call` read (see `Scratch::take_call`).
     #[cfg(feature = "mcp")]
     spare_call: std::cell::Cell<Option<Box<super::mcp::Call>>>,
+    /// The `tools/call` requests in flight, which a cancellation may name.
+    #[cfg(feature = "mcp")]
+    flight: super::mcp::Flight,
 }
 
 impl Reader {
@@ -570,7 +575,7 @@ impl Reader {
                 params: Some(params),
             } if method == "notifications/cancelled" => {
                 let id = super::mcp::cancelled_id(params.get());
-                if let Some(id) = id.filter(|id| !self.svc.peer.mcp.cancel(id))
+                if let Some(id) = id.filter(|id| !self.flight.cancel(id))
                     && log::log_enabled!(log::Level::Debug)
                     && NOTIFICATION.allow("notification")
                 {
@@ -758,7 +763,7 @@ impl Reader {
                 arguments: retry.arguments,
                 state: &state,
                 responses: retry.responses,
-                seen: peer.mcp.seen(raw),
+                seen: self.flight.seen(raw),
                 token,
             };
             let settled = super::mcp::on_retry(peer, retried);
@@ -769,7 +774,7 @@ impl Reader {
         }
         if let Some(call) = p.mcp.as_mut() {
             // Seen from now on: a cancellation read later may name it.
-            let seen = peer.mcp.seen(raw);
+            let seen = self.flight.seen(raw);
             match samples {
                 Some(samples) => {
                     let askable = samples && peer.mcp.plugin_samples(&peer.capabilities);

@@ -36,11 +36,14 @@ impl Call {
         // The spec's token is a string or an integer: anything else sends no progress.
         // It is echoed byte for byte as received (a number past u64 read as a float
         // would come back as `1e+30`); a string's or a number's text is one line.
-        if let Some(token) = meta.progress_token.filter(|t| {
-            t.starts_with('"') || t.starts_with('-') || t.starts_with(|c: char| c.is_ascii_digit())
-        }) {
-            self.progress_token = Some(token.into());
-        }
+        self.progress_token = meta
+            .progress_token
+            .filter(|t| {
+                t.starts_with('"')
+                    || t.starts_with('-')
+                    || t.starts_with(|c: char| c.is_ascii_digit())
+            })
+            .map(Into::into);
     }
 
     /// Whether the call is a 2026-07-28 one, whose results say `resultType`.

@@ -9,21 +9,25 @@
 //! entry, with no code of its own on that path. Ending a call takes no lock.
 //!
 //! An ended entry is taken again, flag and all, by a call read later (the hot path of
-//! `tools/call` allocates nothing once warm): the search starts after the last entry taken,
-//! where the oldest calls are, so it usually stops at once. The list grows only when every
-//! entry is in flight, so it holds at most as many entries as calls were ever in flight at
-//! once, and those are bounded by the intake budget (`intake.rs`, `pool.rs`); ended entries
-//! at its end beyond [`SWEEP_AT`] are dropped as calls are entered, so a burst's go with it.
+//! `tools/call` allocates nothing once warm): the search starts at the last entry taken,
+//! so it stops at once when calls come one at a time, and past the calls still in flight
+//! after it when they overlap; calls that run long at the front of the list are not
+//! passed over by every call. The list grows only when every entry is in flight, so it
+//! holds at most as many entries as calls were ever in flight at once, and those are
+//! bounded by the intake budget (`intake.rs`, `pool.rs`); ended entries at its end beyond
+//! [`SWEEP_AT`] are dropped as calls are entered, so a burst's go with it.
 
+use std::cell::{RefCell, RefMut};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering, fence};
-use std::sync::{Arc, Mutex, MutexGuard};
 
 /// Ended entries at the end of the list are dropped only beyond this length.
 const SWEEP_AT: usize = 64;
 
-/// The calls in flight, and entries of calls that ended, kept for the next.
+/// The calls in flight, and entries of calls that ended, kept for the next. The reader's
+/// alone (it enters calls as it reads them, and reads their cancellations): no lock.
 #[derive(Default)]
-pub(crate) struct Flight(Mutex<Calls>);
+pub(crate) struct Flight(RefCell<Calls>);
 
 #[derive(Default)]
 struct Calls {
@@ -44,6 +48,10 @@ impl Flight {
     pub fn seen(&self, id: &str) -> Seen {
         let mut calls = self.lock();
         let Calls { entries, next } = &mut *calls;
+        // A burst's ended entries go first, so the search does not keep to the list's end.
+        while entries.len() > SWEEP_AT && entries.last().is_some_and(|(_, f)| ended(f)) {
+            entries.pop();
+        }
         let len = entries.len();
         let start = (*next).min(len);
         let free = (start..len)
@@ -51,7 +59,7 @@ impl Flight {
             .find(|&at| entries.get(at).is_some_and(|(_, flag)| ended(flag)));
         let flag = match free.and_then(|at| Some((at, entries.get_mut(at)?))) {
             Some((at, (text, flag))) => {
-                *next = at + 1;
+                *next = at;
                 // The `Seen` that held it dropped its share with a release: its last look
                 // at the flag comes before this reset.
                 fence(Ordering::Acquire);
@@ -62,17 +70,16 @@ impl Flight {
             None => {
                 let flag = Arc::new(AtomicBool::new(false));
                 entries.push((IdText::new(id), flag.clone()));
-                *next = entries.len();
+                *next = entries.len() - 1;
                 flag
             }
         };
-        while entries.len() > SWEEP_AT.max(*next) && entries.last().is_some_and(|(_, f)| ended(f)) {
-            entries.pop();
-        }
         Seen(flag)
     }
 
-    /// Marks the calls in flight with raw id `id` cancelled; `false` when there is none.
+    /// Records `notifications/cancelled` for raw id `id`: the reply to that call, if it is
+    /// in flight, is not sent. Returns `false`, changing nothing, when no such call is in
+    /// flight (not read yet, or answered already): the spec has that cancellation ignored.
     pub fn cancel(&self, id: &str) -> bool {
         let calls = self.lock();
         let mut found = false;
@@ -92,8 +99,8 @@ impl Flight {
         self.lock().entries.len()
     }
 
-    fn lock(&self) -> MutexGuard<'_, Calls> {
-        crate::lock::lock(&self.0)
+    fn lock(&self) -> RefMut<'_, Calls> {
+        self.0.borrow_mut()
     }
 }
 
@@ -214,6 +221,21 @@ mod tests {
             calls.iter().map(Seen::is_cancelled).collect::<Vec<_>>(),
             [false, true, false]
         );
+    }
+
+    #[test]
+    fn calls_one_at_a_time_behind_long_ones_start_their_search_at_their_entry() {
+        let flight = Flight::default();
+        let long: Vec<Seen> = (0..8)
+            .map(|i| flight.seen(&format!("\"long{i}\"")))
+            .collect();
+        for i in 0..100 {
+            drop(flight.seen(&i.to_string()));
+            let calls = flight.lock();
+            assert_eq!((calls.entries.len(), calls.next), (9, 8), "call {i}");
+        }
+        assert!(flight.cancel("\"long3\""));
+        assert!(long[3].is_cancelled());
     }
 
     #[test]

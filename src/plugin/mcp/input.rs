@@ -11,7 +11,7 @@
 //! waiting, and is bound to the tool and its arguments; a forged, replayed, expired or
 //! rebound one is refused before it reaches any call.
 
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde::Deserialize;
@@ -63,6 +63,23 @@ struct Turn {
     token: Option<Box<str>>,
 }
 
+impl Turn {
+    /// Ends the call (see [`Stateless::close`]). A retry that settled the input request
+    /// while the thread that asked had not taken its answer yet is the request the reply
+    /// goes to: it resumed the call, which ends now.
+    fn close(&mut self, pending: &Pending, resumes: &Resumes) -> (Owed, bool) {
+        let mut owed = std::mem::replace(&mut self.owed, Owed::Closed);
+        if let Owed::Asked(ticket) = owed
+            && let Some(resume) = resumes.claim(pending, ticket)
+        {
+            owed = Owed::Retry(resume.id);
+            self.seen = Some(resume.seen);
+        }
+        let cancelled = self.seen.take().is_some_and(Seen::finish);
+        (owed, cancelled)
+    }
+}
+
 /// Which request a stateless call's final reply goes to.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Owed {
@@ -102,21 +119,16 @@ impl Stateless {
         self.close_with(&peer.pending, peer.mcp.resumes())
     }
 
-    /// [`Stateless::close`], given the pending calls and the retries' hand-overs. A retry
-    /// that settled the input request while the thread that asked had not taken its answer
-    /// yet is the request the reply goes to: it resumed the call, which ends now.
+    /// [`Stateless::close`] where nothing else holds the call (no thread the handler
+    /// spawned kept a handle): no lock taken.
+    pub fn close_alone(&mut self, peer: &Peer) -> (Owed, bool) {
+        let turn = self.turn.get_mut().unwrap_or_else(PoisonError::into_inner);
+        turn.close(&peer.pending, peer.mcp.resumes())
+    }
+
+    /// [`Stateless::close`], given the pending calls and the retries' hand-overs.
     fn close_with(&self, pending: &Pending, resumes: &Resumes) -> (Owed, bool) {
-        let mut turn = crate::lock::lock(&self.turn);
-        let mut owed = std::mem::replace(&mut turn.owed, Owed::Closed);
-        if let Owed::Asked(ticket) = owed
-            && !pending.forget(ticket)
-            && let Some(resume) = resumes.take(ticket)
-        {
-            owed = Owed::Retry(resume.id);
-            turn.seen = Some(resume.seen);
-        }
-        let cancelled = turn.seen.take().is_some_and(Seen::finish);
-        (owed, cancelled)
+        crate::lock::lock(&self.turn).close(pending, resumes)
     }
 
     /// The progress token in force: the first request's (`first`) until the call asks its
@@ -132,19 +144,20 @@ impl Stateless {
 }
 
 /// Writes what an input request binds of a call into `text`, besides its tool: the
-/// request id and the arguments, both raw JSON. Every 2026-07-28 call of a plugin that
-/// samples runs this: two copies, no separator (the id's JSON says where it ends).
-/// The text is kept as bytes: it is read as text only when the call asks.
+/// request id and the arguments, both raw JSON, split by a NUL byte (which JSON text never
+/// holds: an id's end cannot be read from its text alone, `7` then `5` would read as `75`).
+/// Every call that may ask its client runs this; the text is kept as bytes, read as text
+/// only when the call asks.
 pub(crate) fn bind(text: &mut Vec<u8>, id: &[u8], arguments: &str) {
     text.extend_from_slice(id);
+    text.push(0);
     text.extend_from_slice(arguments.as_bytes());
 }
 
 /// The parts [`bind`] wrote: request id, arguments.
 fn bound(bytes: &[u8]) -> Option<(&str, &str)> {
     let text = std::str::from_utf8(bytes).ok()?;
-    let end = json_scan::value_end(text, 0)?;
-    Some((text.get(..end)?, text.get(end..)?))
+    text.split_once('\0')
 }
 
 /// What a valid retry hands the waiting call: the retry's id, and the client's response to
@@ -172,13 +185,35 @@ struct Resume {
     token: Option<Box<str>>,
 }
 
+// `settle` and `claim` each hold the list's lock across their step in the pending table,
+// so a hand-over is in the list exactly when a retry settled its call: a call its own
+// thread forgot (timed out) is never claimed by the invoke's end for a retry that is
+// refused as well (two replies to one request).
 impl Resumes {
-    fn put(&self, resume: Resume) {
+    /// Hands `resume` over and settles its sealed call with `answer`: whether a call
+    /// waited for it (if not, nothing is kept).
+    fn settle(&self, pending: &Pending, resume: Resume, answer: Box<RawValue>) -> bool {
         let mut all = crate::lock::lock(&self.0);
+        let ticket = resume.ticket;
+        if !pending.settle_sealed(ticket, Ok(answer)) {
+            return false;
+        }
         if all.len() >= MAX_RESUMED {
             all.remove(0);
         }
         all.push(resume);
+        true
+    }
+
+    /// Forgets sealed call `ticket` as its invoke ends; the hand-over of the retry that
+    /// settled it, if one did before.
+    fn claim(&self, pending: &Pending, ticket: u64) -> Option<Resume> {
+        let mut all = crate::lock::lock(&self.0);
+        if pending.forget(ticket) {
+            return None;
+        }
+        let at = all.iter().position(|r| r.ticket == ticket)?;
+        Some(all.swap_remove(at))
     }
 
     fn take(&self, ticket: u64) -> Option<Resume> {
@@ -302,7 +337,9 @@ pub(crate) fn ask(
         }
     };
     if turn.owed == Owed::Closed {
-        // The invoke ended as the retry came: its reply went to the retry (`close_with`).
+        // The invoke ended as the retry came: its reply went to the retry (`close_with`),
+        // which took the hand-over (unless the list's bound dropped it).
+        drop(peer.mcp.resumes().take(number));
         return Err(Error::InvokeEnded);
     }
     let resumed: Resumed<'_> = serde_json::from_str(answer.get())?;
@@ -475,16 +512,15 @@ pub(crate) fn on_retry(peer: &Peer, retry: Retried<'_>) -> std::result::Result<(
             let resumed = format!("{{\"id\":{id},\"response\":{response}}}");
             match RawValue::from_string(resumed) {
                 Ok(raw) => {
-                    peer.mcp.resumes().put(Resume {
+                    let resume = Resume {
                         ticket: number,
                         id: id.into(),
                         seen,
                         token,
-                    });
-                    if peer.pending.settle_sealed(number, Ok(raw)) {
+                    };
+                    if peer.mcp.resumes().settle(&peer.pending, resume, raw) {
                         return Ok(());
                     }
-                    drop(peer.mcp.resumes().take(number));
                     "no call waits for it: answered, timed out or used already"
                 }
                 Err(_) => "unreadable",
@@ -544,6 +580,10 @@ mod tests {
         text.clear();
         bind(&mut text, b"-12.5e3", "{}");
         assert_eq!(bound(&text), Some(("-12.5e3", "{}")));
+        // Arguments that could continue the id's text (any JSON value may be arguments).
+        text.clear();
+        bind(&mut text, b"7", "5");
+        assert_eq!(bound(&text), Some(("7", "5")));
         assert_eq!(bound(b""), None);
     }
 
@@ -554,27 +594,39 @@ mod tests {
         call
     }
 
-    #[test]
-    fn an_invoke_ending_as_its_retry_settles_replies_to_the_retry() {
-        let (pending, resumes) = (Pending::new("ex-", None, None), Resumes::default());
-        let flight = super::super::flight::Flight::default();
-        let Ok(ticket) = pending.register_sealed() else {
-            panic!("a fresh table takes a call")
-        };
-        let call = asked(&flight, ticket.number);
-        // The retry hands its id over and settles the call, whose thread has not woken.
-        resumes.put(Resume {
-            ticket: ticket.number,
+    /// A retry `"r"` of the call waiting as `number`, with its answer.
+    fn retry(flight: &super::super::flight::Flight, number: u64) -> (Resume, Box<RawValue>) {
+        let resume = Resume {
+            ticket: number,
             id: "\"r\"".into(),
             seen: flight.seen("\"r\""),
             token: None,
-        });
-        let raw = RawValue::from_string("{}".to_owned()).map_err(|_| RpcError::new(0, ""));
-        assert!(pending.settle_sealed(ticket.number, raw));
-        assert_eq!(
-            call.close_with(&pending, &resumes),
-            (Owed::Retry("\"r\"".into()), false)
-        );
+        };
+        match RawValue::from_string("{}".to_owned()) {
+            Ok(raw) => (resume, raw),
+            Err(e) => panic!("{e}"),
+        }
+    }
+
+    /// A pending table with one sealed call waiting, and that call's number.
+    fn one_waiting() -> (Pending, super::super::super::reverse::pending::Ticket) {
+        let pending = Pending::new("ex-", None, None);
+        match pending.register_sealed() {
+            Ok(ticket) => (pending, ticket),
+            Err(e) => panic!("{e}"),
+        }
+    }
+
+    #[test]
+    fn an_invoke_ending_as_its_retry_settles_replies_to_the_retry() {
+        let ((pending, ticket), resumes) = (one_waiting(), Resumes::default());
+        let flight = super::super::flight::Flight::default();
+        let call = asked(&flight, ticket.number);
+        // The retry settles the call, whose thread has not taken its answer yet.
+        let (resume, raw) = retry(&flight, ticket.number);
+        assert!(resumes.settle(&pending, resume, raw));
+        let owed = call.close_with(&pending, &resumes);
+        assert_eq!(owed, (Owed::Retry("\"r\"".into()), false));
         assert!(
             resumes.take(ticket.number).is_none(),
             "the hand-over was used"
@@ -583,18 +635,30 @@ mod tests {
 
     #[test]
     fn an_invoke_ending_before_its_retry_refuses_the_retry() {
-        let (pending, resumes) = (Pending::new("ex-", None, None), Resumes::default());
+        let ((pending, ticket), resumes) = (one_waiting(), Resumes::default());
         let flight = super::super::flight::Flight::default();
-        let Ok(ticket) = pending.register_sealed() else {
-            panic!("a fresh table takes a call")
-        };
         let call = asked(&flight, ticket.number);
         let (owed, _) = call.close_with(&pending, &resumes);
         assert_eq!(owed, Owed::Asked(ticket.number));
-        let raw = RawValue::from_string("{}".to_owned()).map_err(|_| RpcError::new(0, ""));
+        let (resume, raw) = retry(&flight, ticket.number);
         assert!(
-            !pending.settle_sealed(ticket.number, raw),
+            !resumes.settle(&pending, resume, raw),
             "the call was forgotten"
         );
+        assert!(resumes.take(ticket.number).is_none(), "nothing kept");
+    }
+
+    #[test]
+    fn a_retry_after_its_call_timed_out_is_refused_and_not_answered_by_the_invoke() {
+        let ((pending, ticket), resumes) = (one_waiting(), Resumes::default());
+        let flight = super::super::flight::Flight::default();
+        let call = asked(&flight, ticket.number);
+        // The asking thread gave up (it forgets its call) and has not marked the call yet.
+        assert!(pending.forget(ticket.number));
+        let (resume, raw) = retry(&flight, ticket.number);
+        assert!(!resumes.settle(&pending, resume, raw), "refused: one reply");
+        // So the invoke's reply does not go to that retry as well.
+        let (owed, _) = call.close_with(&pending, &resumes);
+        assert_eq!(owed, Owed::Asked(ticket.number));
     }
 }

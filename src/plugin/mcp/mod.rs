@@ -26,7 +26,7 @@ use serde_json::value::RawValue;
 use serde_json::{Map, Value, json};
 
 use super::session::{Negotiated, Session};
-use flight::Flight;
+pub(crate) use flight::Flight;
 pub(crate) use flight::Seen;
 
 // The revisions served: a client offering one of them gets it back, any other date gets
@@ -42,8 +42,6 @@ pub(crate) struct State {
     active: AtomicBool,
     /// The `tools/list` result, made on first request from the manifest.
     tools: OnceLock<Box<RawValue>>,
-    /// The `tools/call` requests read and not answered yet, which a cancellation may name.
-    flight: Flight,
     /// Seals the `requestState` of input requests (2026-07-28), with a key made on first
     /// use: a plugin that never asks its client reads no random bytes.
     sealer: OnceLock<seal::Sealer>,
@@ -85,20 +83,6 @@ impl State {
     /// Whether the session is an MCP one.
     pub fn is_active(&self) -> bool {
         self.active.load(Ordering::Acquire)
-    }
-
-    /// Enters a `tools/call` as it is read (`id`: raw JSON text): in flight until the
-    /// returned [`Seen`] drops.
-    pub fn seen(&self, id: &str) -> Seen {
-        self.flight.seen(id)
-    }
-
-    /// Records `notifications/cancelled` for `request_id` (raw JSON text): the reply to
-    /// that call, if it is in flight, is not sent. Returns `false`, changing nothing, when
-    /// no such call is in flight (not read yet, or answered already): the spec has that
-    /// cancellation ignored.
-    pub fn cancel(&self, request_id: &str) -> bool {
-        self.flight.cancel(request_id)
     }
 
     /// The `tools/list` result (`tools.rs`): every tool with its schemas and annotations,

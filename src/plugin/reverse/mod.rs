@@ -152,6 +152,12 @@ impl InvokeLink {
         self.mcp.as_deref()
     }
 
+    /// The MCP side of a link no handle shares any more.
+    #[cfg(feature = "mcp")]
+    pub fn mcp_call_mut(&mut self) -> Option<&mut super::mcp::Call> {
+        self.mcp.as_deref_mut()
+    }
+
     /// Takes the MCP side out of a link no handle shares any more (its invoke ended).
     #[cfg(feature = "mcp")]
     pub fn take_mcp(&mut self) -> Option<Box<super::mcp::Call>> {
