@@ -337,9 +337,8 @@ pub(crate) fn ask(
         }
     };
     if turn.owed == Owed::Closed {
-        // The invoke ended as the retry came: its reply went to the retry (`close_with`),
-        // which took the hand-over (unless the list's bound dropped it).
-        drop(peer.mcp.resumes().take(number));
+        // The invoke ended as the retry came: its reply went to the retry, whose hand-over
+        // the end took (`Turn::close`).
         return Err(Error::InvokeEnded);
     }
     let resumed: Resumed<'_> = serde_json::from_str(answer.get())?;
@@ -646,6 +645,62 @@ mod tests {
             "the call was forgotten"
         );
         assert!(resumes.take(ticket.number).is_none(), "nothing kept");
+    }
+
+    /// The three that race at an input request's end, each on its own thread: the thread
+    /// that asked gives up (its wait timed out), a retry settles, the invoke ends. Whatever
+    /// the order, the retry is answered once: by its refusal, or by the invoke's reply.
+    #[test]
+    fn a_retry_racing_a_timeout_and_the_invoke_end_gets_one_reply() {
+        use std::sync::Barrier;
+        let (pending, resumes) = (Pending::new("ex-", None, None), Resumes::default());
+        let flight = super::super::flight::Flight::default();
+        let rounds = 3000;
+        let calls: Vec<_> = (0..rounds)
+            .map(|_| {
+                let Ok(ticket) = pending.register_sealed() else {
+                    panic!("the table takes a call")
+                };
+                let retry = retry(&flight, ticket.number);
+                (
+                    asked(&flight, ticket.number),
+                    ticket,
+                    std::sync::Mutex::new(Some(retry)),
+                )
+            })
+            .collect();
+        let barrier = Barrier::new(3);
+        let settled: Vec<std::sync::atomic::AtomicBool> =
+            (0..rounds).map(|_| Default::default()).collect();
+        let owed: Vec<Mutex<Option<Owed>>> = (0..rounds).map(|_| Mutex::new(None)).collect();
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                for (_, ticket, _) in &calls {
+                    barrier.wait();
+                    pending.forget(ticket.number);
+                }
+            });
+            s.spawn(|| {
+                for (i, (_, _, retry)) in calls.iter().enumerate() {
+                    barrier.wait();
+                    if let Some((resume, raw)) = crate::lock::lock(retry).take() {
+                        let ok = resumes.settle(&pending, resume, raw);
+                        settled[i].store(ok, std::sync::atomic::Ordering::SeqCst);
+                    }
+                }
+            });
+            for (i, (call, _, _)) in calls.iter().enumerate() {
+                barrier.wait();
+                *crate::lock::lock(&owed[i]) = Some(call.close_with(&pending, &resumes).0);
+            }
+        });
+        for i in 0..rounds {
+            let to_retry = matches!(*crate::lock::lock(&owed[i]), Some(Owed::Retry(_)));
+            let settled = settled[i].load(std::sync::atomic::Ordering::SeqCst);
+            // Refused (not settled) and answered by the invoke: two replies. Settled and not
+            // answered: none.
+            assert_eq!(to_retry, settled, "round {i}");
+        }
     }
 
     #[test]
