@@ -68,6 +68,10 @@ step "packages"
 need=()
 command -v aarch64-linux-gnu-gcc >/dev/null || need+=(gcc-aarch64-linux-gnu)
 command -v arm-linux-gnueabihf-gcc >/dev/null || need+=(gcc-arm-linux-gnueabihf)
+# The target's C library and start files (crti.o, Scrt1.o, libc.a): only recommended by the
+# compilers, which `--no-install-recommends` leaves out.
+[ -f /usr/aarch64-linux-gnu/lib/crti.o ] || need+=(libc6-dev-arm64-cross)
+[ -f /usr/arm-linux-gnueabihf/lib/crti.o ] || need+=(libc6-dev-armhf-cross)
 command -v qemu-aarch64 >/dev/null && command -v qemu-arm >/dev/null || need+=(qemu-user)
 # The binfmt entries (also shipped by qemu-user-static, which provides qemu-user-binfmt).
 [ -f /usr/lib/binfmt.d/qemu-aarch64.conf ] || need+=(qemu-user-binfmt)
