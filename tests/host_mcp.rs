@@ -18,7 +18,7 @@ use executa::host::{
     Handlers, Host, HostOptions, InvokeOptions, McpVersion, PluginCommand, PluginProcess, Progress,
     Protocol,
 };
-use executa::{Error, ProtocolVersion, RpcError};
+use executa::{Error, ProtocolVersion};
 use host_common::{EVENT_WAIT, opts};
 use serde_json::{Value, json};
 
@@ -183,22 +183,7 @@ fn sampling_from_the_server_is_answered_by_the_hosts_handler() {
     let Some(python) = mcp::sdk_python() else {
         return;
     };
-    // What the handler saw of each call: its params and its invoke.
-    type Seen = Vec<(Value, Option<String>)>;
-    let seen: Arc<Mutex<Seen>> = Arc::default();
-    let log = seen.clone();
-    let handlers = Handlers::new().on("sampling/createMessage", move |call| {
-        let mut log = log.lock().map_err(|_| RpcError::new(-32603, "poisoned"))?;
-        log.push((call.params.clone(), call.invoke_id.clone()));
-        let question = call.params["messages"][0]["content"]["text"].clone();
-        Ok(json!({
-            "role": "assistant",
-            "content": {"type": "text", "text": format!("answer to {}", question.as_str().unwrap_or("?"))},
-            "model": "m-test",
-            "stopReason": "endTurn",
-            "usage": {"inputTokens": 1, "outputTokens": 2, "totalTokens": 3},
-        }))
-    });
+    let (handlers, seen) = host_common::recording_sampler();
     let host = sdk_host(&python, Protocol::Mcp, handlers);
     let r = host
         .invoke("ask", &json!({"question": "why?"}))

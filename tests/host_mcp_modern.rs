@@ -16,11 +16,10 @@ mod mcp;
 
 use std::path::PathBuf;
 use std::process::{Command, Output};
-use std::sync::{Arc, Mutex};
 
+use executa::Error;
 use executa::host::{Handlers, Host, HostOptions, PluginCommand, Protocol};
-use executa::{Error, RpcError};
-use host_common::opts;
+use host_common::{opts, recording_sampler};
 use serde_json::{Value, json};
 
 const VERSION_KEY: &str = "io.modelcontextprotocol/protocolVersion";
@@ -50,27 +49,6 @@ fn mcp_opts() -> HostOptions {
 /// A host started on `stateless_server.py MODE` with the default options and no handlers.
 fn start_on(python: &PathBuf, mode: &str) -> executa::Result<Host> {
     Host::start(stateless_server(python, mode), mcp_opts(), Handlers::new())
-}
-
-/// A sampling handler that answers "answer to QUESTION" as model `m-test`, and what it
-/// saw of each call: its params and its invoke.
-type Seen = Arc<Mutex<Vec<(Value, Option<String>)>>>;
-
-fn recording_sampler() -> (Handlers, Seen) {
-    let seen: Seen = Arc::default();
-    let log = seen.clone();
-    let handlers = Handlers::new().on("sampling/createMessage", move |call| {
-        let mut log = log.lock().map_err(|_| RpcError::new(-32603, "poisoned"))?;
-        log.push((call.params.clone(), call.invoke_id.clone()));
-        let question = call.params["messages"][0]["content"]["text"].clone();
-        Ok(json!({
-            "role": "assistant",
-            "content": {"type": "text", "text": format!("answer to {}", question.as_str().unwrap_or("?"))},
-            "model": "m-test",
-            "stopReason": "endTurn",
-        }))
-    });
-    (handlers, seen)
 }
 
 /// Every message the hand-written server read so far (its `log` tool's answer).

@@ -2,9 +2,14 @@
 #![allow(dead_code)]
 
 use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use executa::host::{HostOptions, PluginCommand, RestartPolicy, ShutdownPolicy, StderrRelay};
+use executa::RpcError;
+use executa::host::{
+    Handlers, HostOptions, PluginCommand, RestartPolicy, ShutdownPolicy, StderrRelay,
+};
+use serde_json::{Value, json};
 
 /// The path of a fixture plugin.
 pub fn fixture(name: &str) -> PathBuf {
@@ -179,3 +184,25 @@ pub fn read_pids(path: &std::path::Path) -> (u32, u32) {
 /// The bound on waiting for a process to end that should have ended already: long enough
 /// for a loaded machine, short enough that a test failing on it ends soon.
 pub const EVENT_WAIT_SHORT: Duration = Duration::from_secs(10);
+
+/// What a [`recording_sampler`] saw of each call: its params and its invoke.
+pub type Sampled = Arc<Mutex<Vec<(Value, Option<String>)>>>;
+
+/// A sampling handler that answers "answer to QUESTION" as model `m-test`, and what it
+/// saw of each call.
+pub fn recording_sampler() -> (Handlers, Sampled) {
+    let seen: Sampled = Arc::default();
+    let log = seen.clone();
+    let handlers = Handlers::new().on("sampling/createMessage", move |call| {
+        let mut log = log.lock().map_err(|_| RpcError::new(-32603, "poisoned"))?;
+        log.push((call.params.clone(), call.invoke_id.clone()));
+        let question = call.params["messages"][0]["content"]["text"].clone();
+        Ok(json!({
+            "role": "assistant",
+            "content": {"type": "text", "text": format!("answer to {}", question.as_str().unwrap_or("?"))},
+            "model": "m-test",
+            "stopReason": "endTurn",
+        }))
+    });
+    (handlers, seen)
+}
