@@ -393,7 +393,7 @@ impl Service {
         let bound = mcp
             .as_ref()
             .and_then(|c| c.stateless.as_ref())
-            .filter(|s| s.askable)
+            .filter(|s| s.askable())
             .map(|_| (id, arguments));
         #[cfg(not(feature = "mcp"))]
         let is_mcp = false;

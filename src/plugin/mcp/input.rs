@@ -44,10 +44,9 @@ const MAX_RESUMED: usize = 1024;
 pub(crate) struct Stateless {
     /// The client declared `sampling` in this request's `_meta`.
     pub samples: bool,
-    /// Whether a call to the client can happen (the plugin declares sampling and the client
-    /// samples): then the invoke keeps what an input request binds (`bind`).
-    pub askable: bool,
-    /// The tool's name, which an input request binds, when `askable`.
+    /// The tool's name, which an input request binds, when a call to the client can
+    /// happen (the plugin declares sampling and the client samples): see
+    /// [`Stateless::askable`].
     tool: Option<Arc<str>>,
     turn: Mutex<Turn>,
 }
@@ -102,7 +101,6 @@ impl Stateless {
     pub fn new(samples: bool, askable: bool, seen: Seen, tool: &Arc<str>) -> Self {
         Stateless {
             samples,
-            askable,
             tool: askable.then(|| tool.clone()),
             turn: Mutex::new(Turn {
                 owed: Owed::First,
@@ -117,6 +115,12 @@ impl Stateless {
     /// retry for it is refused and a thread still waiting on it wakes.
     pub fn close(&self, peer: &Peer) -> (Owed, bool) {
         self.close_with(&peer.pending, peer.mcp.resumes())
+    }
+
+    /// Whether a call to the client can happen: then the invoke keeps what an input request
+    /// binds (`bind`).
+    pub fn askable(&self) -> bool {
+        self.tool.is_some()
     }
 
     /// [`Stateless::close`] where nothing else holds the call (no thread the handler
@@ -212,12 +216,14 @@ impl Resumes {
         if pending.forget(ticket) {
             return None;
         }
-        let at = all.iter().position(|r| r.ticket == ticket)?;
-        Some(all.swap_remove(at))
+        Resumes::remove(&mut all, ticket)
     }
 
     fn take(&self, ticket: u64) -> Option<Resume> {
-        let mut all = crate::lock::lock(&self.0);
+        Resumes::remove(&mut crate::lock::lock(&self.0), ticket)
+    }
+
+    fn remove(all: &mut Vec<Resume>, ticket: u64) -> Option<Resume> {
         let at = all.iter().position(|r| r.ticket == ticket)?;
         Some(all.swap_remove(at))
     }
@@ -254,8 +260,7 @@ pub(crate) fn ask(
     wait: Duration,
 ) -> Result<Box<RawValue>> {
     let started = Instant::now();
-    let parts = call.tool.as_deref().zip(bound(bound_text));
-    let Some((name, (first_id, arguments))) = parts.filter(|_| call.askable) else {
+    let Some((name, (first_id, arguments))) = call.tool.as_deref().zip(bound(bound_text)) else {
         return Err(refused(format!(
             "`{method}` cannot reach this client: it did not declare the capability in its \
              request, or the manifest does not"
